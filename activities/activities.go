@@ -1,0 +1,103 @@
+// Package activities adapts the order saga's steps to Temporal. Each
+// activity is a thin, idempotent wrapper over the store (Postgres), the
+// stock (Redis) or the event publisher, keyed by the order id so a retry
+// never applies a step twice.
+package activities
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/events"
+	"github.com/seckill/seckill/stock"
+	"github.com/seckill/seckill/store"
+)
+
+// Error types the workflow treats as final: retrying cannot change them.
+const (
+	ErrTypeOutOfStock   = "OutOfStock"
+	ErrTypeInvalidOrder = "InvalidOrder"
+)
+
+// Activities holds the dependencies of the saga steps.
+type Activities struct {
+	Store  *store.Store
+	Stock  *stock.Stock
+	Events *events.Publisher
+}
+
+// DeductStock takes the order's unit from the sale's stock in Postgres.
+func (a *Activities) DeductStock(ctx context.Context, ref domain.OrderRef) error {
+	return classify(a.Store.DeductStock(ctx, ref))
+}
+
+// RestoreStock gives the order's unit back to the sale's stock in Postgres
+// (compensates DeductStock).
+func (a *Activities) RestoreStock(ctx context.Context, ref domain.OrderRef) error {
+	restored, err := a.Store.RestoreStock(ctx, ref)
+	if err == nil && restored {
+		activity.GetLogger(ctx).Info("stock restored", "order_id", ref.OrderID, "sale_id", ref.SaleID)
+	}
+	return err
+}
+
+// CreateOrder writes the order row as AWAITING_PAYMENT.
+func (a *Activities) CreateOrder(ctx context.Context, ref domain.OrderRef) error {
+	return classify(a.Store.CreateOrder(ctx, ref))
+}
+
+// FinishInput says how an order ended without a sale.
+type FinishInput struct {
+	Ref    domain.OrderRef
+	Status domain.Status
+	Reason string
+}
+
+// CancelOrder records the order's ending status (compensates CreateOrder,
+// and writes the row for orders that never got one).
+func (a *Activities) CancelOrder(ctx context.Context, in FinishInput) error {
+	return a.Store.FinishOrder(ctx, in.Ref, in.Status, in.Reason)
+}
+
+// MarkPaid records the payment.
+func (a *Activities) MarkPaid(ctx context.Context, ref domain.OrderRef) error {
+	return classify(a.Store.MarkPaid(ctx, ref.OrderID))
+}
+
+// ReleaseReservation gives the unit back to Redis and frees the buyer, so
+// the unit can be sold again.
+func (a *Activities) ReleaseReservation(ctx context.Context, ref domain.OrderRef) error {
+	_, err := a.Stock.Release(ctx, ref.SaleID, ref.UserID, ref.OrderID)
+	return err
+}
+
+// NotifyInput is an order event to push to the buyer.
+type NotifyInput struct {
+	Ref    domain.OrderRef
+	Status domain.Status
+	Reason string
+}
+
+// Notify pushes the order's new status to the buyer's websocket.
+func (a *Activities) Notify(ctx context.Context, in NotifyInput) error {
+	return a.Events.Publish(ctx, domain.NewEvent(in.Ref.OrderID, in.Ref.SaleID, in.Ref.UserID, in.Status, in.Reason, time.Now()))
+}
+
+// classify marks business failures as non-retryable so the workflow
+// compensates at once; everything else is infrastructure and is retried.
+func classify(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, domain.ErrOutOfStock):
+		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeOutOfStock, err)
+	case errors.Is(err, domain.ErrInvalidOrder), errors.Is(err, domain.ErrConflict), errors.Is(err, domain.ErrNotFound):
+		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeInvalidOrder, err)
+	}
+	return err
+}

@@ -1,0 +1,251 @@
+// Package audit checks the invariants of SPEC §2 for a sale against
+// Postgres, Redis and Temporal. Tests, `seckill bench`, `seckill audit` and
+// the chaos suite all end with it.
+package audit
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/ent"
+	"github.com/seckill/seckill/ent/order"
+	"github.com/seckill/seckill/ent/stockmovement"
+	"github.com/seckill/seckill/stock"
+	"github.com/seckill/seckill/store"
+)
+
+// Sources are where the audit looks. Temporal may be nil: the
+// workflow checks are then skipped and OpenWorkflows is -1.
+type Sources struct {
+	Store    *store.Store
+	Stock    *stock.Stock
+	Temporal client.Client
+}
+
+// Expect says which state the caller believes the sale is in; the
+// invariants that hold only in that state are checked too.
+type Expect struct {
+	// Settled: no order is on its way (no intent waiting, no workflow
+	// between admission and AWAITING_PAYMENT or inside its compensation).
+	// Then DB stock + live orders = total, Redis remaining = DB stock and
+	// Redis buyers = the users holding live orders.
+	Settled bool
+	// Quiescent: Settled, and no order workflow of the sale is running.
+	Quiescent bool
+}
+
+// Report is what the audit found for one sale.
+type Report struct {
+	SaleID         int64                 `json:"sale_id"`
+	TotalStock     int                   `json:"total_stock"`
+	DBStock        int                   `json:"db_stock"`
+	RedisRemaining int                   `json:"redis_remaining"`
+	ByStatus       map[domain.Status]int `json:"orders_by_status"`
+	LiveOrders     int                   `json:"live_orders"`
+	Oversold       int                   `json:"oversold"`
+	Deducted       int                   `json:"ledger_deducted"`
+	Restored       int                   `json:"ledger_restored"`
+	RedisBuyers    int                   `json:"redis_buyers"`
+	Backlog        int64                 `json:"relay_backlog"`
+	OpenWorkflows  int64                 `json:"open_workflows"`
+	Violations     []string              `json:"violations"`
+}
+
+// OK reports whether no invariant was violated.
+func (r Report) OK() bool { return len(r.Violations) == 0 }
+
+func (r *Report) violate(format string, args ...any) {
+	r.Violations = append(r.Violations, fmt.Sprintf(format, args...))
+}
+
+// String is a readable one-paragraph report.
+func (r Report) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "sale %d: total %d, db stock %d, redis remaining %d, live orders %d, oversold %d, ledger -%d +%d, redis buyers %d, backlog %d, open workflows %d; by status:",
+		r.SaleID, r.TotalStock, r.DBStock, r.RedisRemaining, r.LiveOrders, r.Oversold, r.Deducted, r.Restored, r.RedisBuyers, r.Backlog, r.OpenWorkflows)
+	statuses := make([]string, 0, len(r.ByStatus))
+	for s := range r.ByStatus {
+		statuses = append(statuses, string(s))
+	}
+	sort.Strings(statuses)
+	for _, s := range statuses {
+		fmt.Fprintf(&b, " %s=%d", s, r.ByStatus[domain.Status(s)])
+	}
+	if r.OK() {
+		b.WriteString("\nOK: every invariant holds")
+	} else {
+		b.WriteString("\nVIOLATIONS:")
+		for _, v := range r.Violations {
+			b.WriteString("\n  - " + v)
+		}
+	}
+	return b.String()
+}
+
+// Sale audits one sale.
+func Sale(ctx context.Context, src Sources, saleID int64, exp Expect) (Report, error) {
+	r := Report{SaleID: saleID, OpenWorkflows: -1}
+	sl, err := src.Store.Sale(ctx, saleID)
+	if err != nil {
+		return r, err
+	}
+	r.TotalStock, r.DBStock = sl.TotalStock, sl.Stock
+	db := src.Store.Client()
+
+	r.ByStatus, err = src.Store.CountByStatus(ctx, saleID)
+	if err != nil {
+		return r, err
+	}
+	for s, n := range r.ByStatus {
+		if s.Live() {
+			r.LiveOrders += n
+		}
+	}
+	// Invariant 1: never oversold.
+	if r.LiveOrders > r.TotalStock {
+		r.Oversold = r.LiveOrders - r.TotalStock
+		r.violate("oversold: %d live orders for %d units", r.LiveOrders, r.TotalStock)
+	}
+	if r.DBStock < 0 || r.DBStock > r.TotalStock {
+		r.violate("db stock %d outside 0..%d", r.DBStock, r.TotalStock)
+	}
+
+	// Invariant 2: one live unit per buyer.
+	live, err := db.Order.Query().
+		Where(order.SaleID(saleID), order.StatusIn(order.StatusPENDING, order.StatusAWAITING_PAYMENT, order.StatusPAID)).
+		Select(order.FieldID, order.FieldUserID).All(ctx)
+	if err != nil {
+		return r, fmt.Errorf("audit live orders: %w", err)
+	}
+	liveByUser := make(map[string]int64, len(live))
+	for _, o := range live {
+		if prev, dup := liveByUser[o.UserID]; dup {
+			r.violate("user %s holds two live orders: %d and %d", o.UserID, prev, o.ID)
+		}
+		liveByUser[o.UserID] = o.ID
+	}
+
+	// The ledger explains the stock exactly, at every moment, because each
+	// stock change commits with its ledger row.
+	moves, err := db.StockMovement.Query().Where(stockmovement.SaleID(saleID)).All(ctx)
+	if err != nil {
+		return r, fmt.Errorf("audit ledger: %w", err)
+	}
+	for _, m := range moves {
+		if m.Kind == stockmovement.KindDEDUCT {
+			r.Deducted++
+		} else {
+			r.Restored++
+		}
+	}
+	if r.TotalStock-r.DBStock != r.Deducted-r.Restored {
+		r.violate("ledger does not explain stock: total %d - stock %d != deducted %d - restored %d",
+			r.TotalStock, r.DBStock, r.Deducted, r.Restored)
+	}
+	if err := checkLedgerPerOrder(ctx, db, saleID, moves, exp.Settled || exp.Quiescent, &r); err != nil {
+		return r, err
+	}
+
+	st, err := src.Stock.Inspect(ctx, saleID)
+	if err != nil {
+		return r, err
+	}
+	r.RedisRemaining, r.RedisBuyers, r.Backlog = st.Remaining, int(st.Buyers), st.Backlog
+	if !st.Warm {
+		r.violate("sale is not loaded in Redis")
+	}
+	if r.RedisRemaining < 0 {
+		r.violate("redis remaining is negative: %d", r.RedisRemaining)
+	}
+
+	if src.Temporal != nil {
+		resp, err := src.Temporal.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{
+			Query: fmt.Sprintf("SaleId = '%d' AND ExecutionStatus = 'Running'", saleID),
+		})
+		if err != nil {
+			return r, fmt.Errorf("audit open workflows: %w", err)
+		}
+		r.OpenWorkflows = resp.GetCount()
+	}
+
+	if exp.Settled || exp.Quiescent {
+		// Invariant 3: conservation.
+		if r.DBStock+r.LiveOrders != r.TotalStock {
+			r.violate("conservation: db stock %d + live orders %d != total %d", r.DBStock, r.LiveOrders, r.TotalStock)
+		}
+		if r.RedisRemaining != r.DBStock {
+			r.violate("redis remaining %d != db stock %d", r.RedisRemaining, r.DBStock)
+		}
+		if r.Backlog != 0 {
+			r.violate("%d intents still wait for their workflow", r.Backlog)
+		}
+		buyers, err := src.Stock.Buyers(ctx, saleID)
+		if err != nil {
+			return r, err
+		}
+		for u, id := range buyers {
+			if liveByUser[u] != id {
+				r.violate("redis says user %s holds order %d, the database says %d", u, id, liveByUser[u])
+			}
+		}
+		for u, id := range liveByUser {
+			if _, ok := buyers[u]; !ok {
+				r.violate("user %s holds live order %d that redis does not know", u, id)
+			}
+		}
+	}
+	if exp.Quiescent && r.OpenWorkflows > 0 {
+		r.violate("%d order workflows still running", r.OpenWorkflows)
+	}
+	return r, nil
+}
+
+// checkLedgerPerOrder finds orders whose ledger contradicts their status:
+// a live order must have deducted and not restored; in a settled sale an
+// ended order that deducted must have restored (or its unit leaked).
+func checkLedgerPerOrder(ctx context.Context, db *ent.Client, saleID int64, moves []*ent.StockMovement, settled bool, r *Report) error {
+	type ledger struct{ deducted, restored bool }
+	byOrder := map[int64]*ledger{}
+	for _, m := range moves {
+		l := byOrder[m.OrderID]
+		if l == nil {
+			l = &ledger{}
+			byOrder[m.OrderID] = l
+		}
+		if m.Kind == stockmovement.KindDEDUCT {
+			l.deducted = true
+		} else {
+			l.restored = true
+		}
+	}
+	orders, err := db.Order.Query().Where(order.SaleID(saleID)).Select(order.FieldID, order.FieldStatus).All(ctx)
+	if err != nil {
+		return fmt.Errorf("audit orders: %w", err)
+	}
+	for _, o := range orders {
+		l := byOrder[o.ID]
+		if l == nil {
+			l = &ledger{}
+		}
+		status := domain.Status(o.Status)
+		switch {
+		case l.restored && !l.deducted:
+			r.violate("order %d restored a unit it never deducted", o.ID)
+		case status == domain.StatusAwaitingPayment || status == domain.StatusPaid:
+			if !l.deducted || l.restored {
+				r.violate("order %d is %s but its ledger is deducted=%v restored=%v", o.ID, status, l.deducted, l.restored)
+			}
+		case !status.Live() && settled && l.deducted && !l.restored:
+			// Until the sale settles, an ended order may still be between
+			// CancelOrder and RestoreStock.
+			r.violate("order %d is %s but its unit was never restored", o.ID, status)
+		}
+	}
+	return nil
+}

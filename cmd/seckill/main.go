@@ -1,0 +1,73 @@
+// Command seckill is the whole flash-sale system in one binary: the api,
+// the worker, migrations, the embedded dev stack, the load generator and the
+// invariant audit, one subcommand each.
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/alecthomas/kong"
+)
+
+// CLI is every command, flag and environment variable of seckill. It is the
+// one place configuration is read.
+type CLI struct {
+	LogLevel  string `name:"log-level" env:"SECKILL_LOG_LEVEL" default:"info" enum:"debug,info,warn,error" help:"Minimum level of log lines (${enum})."`
+	LogFormat string `name:"log-format" env:"SECKILL_LOG_FORMAT" default:"text" enum:"text,json" help:"Log line format (${enum})."`
+
+	Temporal TemporalCmd `cmd:"" help:"Run the embedded Temporal dev server (with its Web UI) on its own."`
+	Migrate  MigrateCmd  `cmd:"" help:"Create or update the database schema and register the Temporal search attributes."`
+	Worker   WorkerCmd   `cmd:"" help:"Run the order saga worker."`
+	Audit    AuditCmd    `cmd:"" help:"Check the SPEC invariants of a sale; exits 1 on any violation."`
+}
+
+func main() {
+	var cli CLI
+	kctx := kong.Parse(&cli,
+		kong.Name("seckill"),
+		kong.Description("A flash-sale order system on Redis, Postgres and Temporal."),
+		kong.UsageOnError(),
+	)
+	setupLogging(cli.LogLevel, cli.LogFormat)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	kctx.BindTo(ctx, (*context.Context)(nil))
+	if err := kctx.Run(&cli); err != nil {
+		slog.Error(err.Error())
+		fmt.Fprintln(os.Stderr, "seckill:", err)
+		os.Exit(exitCode(err))
+	}
+}
+
+// exitError carries a specific exit code (audit violations exit 1, usage
+// errors 2).
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+func exitCode(err error) int {
+	if e, ok := err.(*exitError); ok {
+		return e.code
+	}
+	return 1
+}
+
+func setupLogging(level, format string) {
+	var lv slog.Level
+	_ = lv.UnmarshalText([]byte(level))
+	opts := &slog.HandlerOptions{Level: lv}
+	var h slog.Handler = slog.NewTextHandler(os.Stderr, opts)
+	if format == "json" {
+		h = slog.NewJSONHandler(os.Stderr, opts)
+	}
+	slog.SetDefault(slog.New(h))
+}

@@ -1,0 +1,137 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/go-redsync/redsync/v4"
+	redsyncredis "github.com/go-redsync/redsync/v4/redis"
+	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
+	"github.com/redis/go-redis/v9"
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+
+	"github.com/seckill/seckill/events"
+	"github.com/seckill/seckill/stock"
+	"github.com/seckill/seckill/store"
+)
+
+// Services are the addresses of the real services. Commands that need
+// them embed this struct.
+type Services struct {
+	DatabaseURL       string   `name:"database-url" env:"DATABASE_URL" help:"Postgres URL (postgres://user:pass@host:5432/db?sslmode=disable), or sqlite:PATH for the embedded database."`
+	RedisAddr         string   `name:"redis-addr" env:"REDIS_ADDR" default:"127.0.0.1:6379" help:"Redis address host:port, or a redis:// URL."`
+	RedlockAddrs      []string `name:"redlock-addrs" env:"SECKILL_REDLOCK_ADDRS" sep:"," help:"Independent Redis nodes for Redlock (comma-separated); default: the main Redis only."`
+	TemporalAddress   string   `name:"temporal-address" env:"TEMPORAL_ADDRESS" default:"127.0.0.1:7233" help:"Temporal frontend host:port."`
+	TemporalNamespace string   `name:"temporal-namespace" env:"TEMPORAL_NAMESPACE" default:"default" help:"Temporal namespace."`
+}
+
+// deps are the connected services.
+type deps struct {
+	store    *store.Store
+	redis    redis.UniversalClient
+	lockers  []redis.UniversalClient
+	stock    *stock.Stock
+	events   *events.Publisher
+	temporal client.Client
+}
+
+func (d *deps) Close() {
+	if d.temporal != nil {
+		d.temporal.Close()
+	}
+	for _, l := range d.lockers {
+		l.Close()
+	}
+	if d.redis != nil {
+		d.redis.Close()
+	}
+	if d.store != nil {
+		d.store.Close()
+	}
+}
+
+func redisOptions(addr string) (*redis.Options, error) {
+	if strings.Contains(addr, "://") {
+		return redis.ParseURL(addr)
+	}
+	return &redis.Options{Addr: addr}, nil
+}
+
+func openRedis(addr string) (*redis.Client, error) {
+	opts, err := redisOptions(addr)
+	if err != nil {
+		return nil, fmt.Errorf("redis address %q: %w", addr, err)
+	}
+	// Admission runs many short scripts at once; the relay holds blocking
+	// reads too. The default pool (10 per CPU) is too small for a sale.
+	opts.PoolSize = 256
+	opts.MinIdleConns = 8
+	return redis.NewClient(opts), nil
+}
+
+// connect opens the services the command needs. Temporal is lazy: an api
+// must come up, and keep admitting buyers, while Temporal is down.
+func (s Services) connect(ctx context.Context, needTemporal bool) (*deps, error) {
+	d := &deps{}
+	if s.DatabaseURL == "" {
+		return nil, fmt.Errorf("--database-url (DATABASE_URL) is required")
+	}
+	var err error
+	if d.store, err = store.Open(ctx, s.DatabaseURL); err != nil {
+		return nil, err
+	}
+	rdb, err := openRedis(s.RedisAddr)
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
+	d.redis = rdb
+	pools := []redsyncredis.Pool{goredis.NewPool(rdb)}
+	for _, addr := range s.RedlockAddrs {
+		l, err := openRedis(addr)
+		if err != nil {
+			d.Close()
+			return nil, err
+		}
+		d.lockers = append(d.lockers, l)
+		pools = append(pools, goredis.NewPool(l))
+	}
+	if len(s.RedlockAddrs) > 0 {
+		pools = pools[1:] // the listed nodes are the quorum
+	}
+	d.stock = stock.New(rdb, redsync.New(pools...))
+	d.events = events.NewPublisher(rdb)
+	if needTemporal {
+		d.temporal, err = client.NewLazyClient(client.Options{
+			HostPort:  s.TemporalAddress,
+			Namespace: s.TemporalNamespace,
+			Logger:    sdklog.NewStructuredLogger(slog.Default().With("component", "temporal-sdk")),
+		})
+		if err != nil {
+			d.Close()
+			return nil, fmt.Errorf("temporal client: %w", err)
+		}
+	}
+	return d, nil
+}
+
+// waitTemporal blocks until the Temporal frontend answers or ctx ends.
+func waitTemporal(ctx context.Context, c client.Client) error {
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := c.CheckHealth(cctx, &client.CheckHealthRequest{})
+		cancel()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("temporal not reachable: %w", err)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}

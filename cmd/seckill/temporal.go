@@ -1,0 +1,58 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/seckill/seckill/devstack"
+	"github.com/seckill/seckill/workflows"
+)
+
+// TemporalCmd runs the embedded Temporal server alone: for tests that need a
+// real server as a separate process, and for trying the worker and api
+// against something that is not in their own process.
+type TemporalCmd struct {
+	IP            string `name:"ip" default:"127.0.0.1" help:"Address the frontend and Web UI listen on."`
+	Port          int    `name:"port" env:"SECKILL_TEMPORAL_PORT" default:"7233" help:"Frontend gRPC port (0 = any free port)."`
+	UIPort        int    `name:"ui-port" env:"SECKILL_UI_PORT" default:"8233" help:"Web UI port (0 = any free port, -1 = no UI)."`
+	Namespace     string `name:"namespace" default:"default" help:"Namespace to create."`
+	DataDir       string `name:"data-dir" help:"Keep Temporal's state in DIR/temporal.db (default: in memory)."`
+	HistoryShards int    `name:"history-shards" default:"1" help:"History shards (fixed when the database is created)."`
+	Verbose       bool   `name:"verbose" help:"Log the Temporal server at info level instead of warn."`
+}
+
+func (c *TemporalCmd) Run(ctx context.Context) error {
+	t, err := devstack.StartTemporal(ctx, c.options())
+	if err != nil {
+		return err
+	}
+	// Tests wait for this line: the server is ready, with its namespace and
+	// search attributes.
+	fmt.Printf("temporal ready %s ui %s\n", t.FrontendAddress(), t.UIURL())
+	slog.Info("temporal dev server ready", "frontend", t.FrontendAddress(), "ui", t.UIURL(), "namespace", t.Namespace())
+	<-ctx.Done()
+	return t.Stop()
+}
+
+func (c *TemporalCmd) options() devstack.TemporalOptions {
+	opts := devstack.TemporalOptions{
+		IP:               c.IP,
+		Port:             c.Port,
+		UIPort:           c.UIPort,
+		Namespace:        c.Namespace,
+		HistoryShards:    c.HistoryShards,
+		SearchAttributes: workflows.SearchAttributeTypes,
+		LogLevel:         "warn",
+		Logger:           slog.New(slog.NewTextHandler(os.Stderr, nil)).With("component", "temporal-server"),
+	}
+	if c.Verbose {
+		opts.LogLevel = "info"
+	}
+	if c.DataDir != "" {
+		opts.DBFile = filepath.Join(c.DataDir, "temporal.db")
+	}
+	return opts
+}

@@ -1,0 +1,61 @@
+package schema
+
+import (
+	"time"
+
+	"entgo.io/ent"
+	"entgo.io/ent/dialect/entsql"
+	"entgo.io/ent/schema"
+	"entgo.io/ent/schema/edge"
+	"entgo.io/ent/schema/field"
+	"entgo.io/ent/schema/index"
+)
+
+// Order is one buyer's unit of one sale. Its id is the time-ordered 64-bit id
+// minted at admission; the order workflow is "order-<id>".
+type Order struct {
+	ent.Schema
+}
+
+func (Order) Fields() []ent.Field {
+	return []ent.Field{
+		field.Int64("id").Positive().Immutable(),
+		field.Int64("sale_id").Immutable(),
+		field.String("user_id").NotEmpty().MaxLen(128).Immutable(),
+		field.Int("quantity").Default(1).Positive().Immutable(),
+		field.Int64("amount_cents").NonNegative().Immutable(),
+		field.Enum("status").
+			Values("PENDING", "AWAITING_PAYMENT", "PAID", "CANCELLED", "EXPIRED", "FAILED"),
+		field.String("reason").Default("").MaxLen(500),
+		field.Time("created_at").Default(time.Now).Immutable(),
+		field.Time("updated_at").Default(time.Now).UpdateDefault(time.Now),
+	}
+}
+
+func (Order) Edges() []ent.Edge {
+	return []ent.Edge{
+		edge.From("sale", Sale.Type).Ref("orders").Field("sale_id").Unique().Required().Immutable(),
+	}
+}
+
+func (Order) Indexes() []ent.Index {
+	return []ent.Index{
+		// One live unit per buyer per sale. Orders that ended without a sale
+		// (cancelled, expired, failed) returned their unit, so they do not
+		// count: the buyer may try again, like any other buyer.
+		index.Fields("sale_id", "user_id").Unique().
+			StorageKey("orders_one_live_per_buyer").
+			Annotations(entsql.IndexWhere("status NOT IN ('CANCELLED', 'EXPIRED', 'FAILED')")),
+		index.Fields("user_id", "created_at"),
+		index.Fields("sale_id", "status"),
+	}
+}
+
+func (Order) Annotations() []schema.Annotation {
+	return []schema.Annotation{
+		entsql.Annotation{
+			Table:  "orders",
+			Checks: map[string]string{"orders_quantity_one": "quantity = 1"},
+		},
+	}
+}

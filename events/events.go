@@ -1,0 +1,42 @@
+// Package events carries order events from whichever process produced them
+// (a worker's Notify activity) to whichever api instance holds the buyer's
+// websocket, over Redis pub/sub.
+package events
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/domain"
+)
+
+const userPrefix = "seckill:events:user:"
+
+// UserChannel is the pub/sub channel of one buyer's order events. Each api
+// instance subscribes only to the buyers connected to it.
+func UserChannel(userID string) string { return userPrefix + userID }
+
+// Publisher sends events.
+type Publisher struct {
+	rdb redis.UniversalClient
+}
+
+// NewPublisher returns a Publisher over rdb.
+func NewPublisher(rdb redis.UniversalClient) *Publisher { return &Publisher{rdb: rdb} }
+
+// Publish sends e to the api instances holding a socket of e.UserID.
+// Delivery is at most once: a buyer who is not connected gets the order's
+// status in the snapshot sent when they connect.
+func (p *Publisher) Publish(ctx context.Context, e domain.Event) error {
+	b, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	if err := p.rdb.Publish(ctx, UserChannel(e.UserID), b).Err(); err != nil {
+		return fmt.Errorf("publish order %s event: %w", e.OrderID, err)
+	}
+	return nil
+}

@@ -1,0 +1,241 @@
+package testenv
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+)
+
+var (
+	binOnce sync.Once
+	binPath string
+	binErr  error
+)
+
+// Binary returns a plain (non-race) build of the seckill command:
+// $SECKILL_BIN if set (CI builds it once), else a build made for this test
+// process. The Temporal server inside it is far too slow under the race
+// detector, and the race detector is for our code, which the tests run
+// in-process.
+func Binary(t testing.TB) string {
+	t.Helper()
+	if p := os.Getenv("SECKILL_BIN"); p != "" {
+		return p
+	}
+	binOnce.Do(func() {
+		root, err := moduleRoot()
+		if err != nil {
+			binErr = err
+			return
+		}
+		dir, err := os.MkdirTemp("", "seckill-bin-")
+		if err != nil {
+			binErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "seckill")
+		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/seckill")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			binErr = fmt.Errorf("build seckill: %v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return binPath
+}
+
+func moduleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Dir(strings.TrimSpace(string(out))), nil
+}
+
+// FreePort returns a TCP port on loopback that was free a moment ago.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// Temporal is a Temporal dev server running as a child process, so a test
+// can stop and start it like a real outage.
+type Temporal struct {
+	t       testing.TB
+	bin     string
+	port    int
+	dataDir string
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// StartTemporal starts a Temporal dev server of the test's own, on a free
+// port, with state in a temporary directory so it survives Stop/Start.
+func StartTemporal(t testing.TB) *Temporal {
+	t.Helper()
+	tp := NewTemporal(t)
+	tp.Start()
+	return tp
+}
+
+// NewTemporal prepares a server without starting it: for tests where
+// Temporal comes up late.
+func NewTemporal(t testing.TB) *Temporal {
+	t.Helper()
+	if os.Getenv("SECKILL_TEST_DATABASE_URL") == "" && os.Getenv("SECKILL_REQUIRE_SERVICES") != "1" {
+		t.Skip("services not configured; run the tests through .ci/run")
+	}
+	tp := &Temporal{t: t, bin: Binary(t), port: FreePort(t), dataDir: t.TempDir()}
+	t.Cleanup(tp.Stop)
+	return tp
+}
+
+// Address is the frontend's host:port.
+func (tp *Temporal) Address() string { return fmt.Sprintf("127.0.0.1:%d", tp.port) }
+
+// Start starts the server and returns once it is ready.
+func (tp *Temporal) Start() {
+	tp.t.Helper()
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	if tp.cmd != nil {
+		tp.t.Fatal("temporal already running")
+	}
+	cmd := exec.Command(tp.bin, "temporal", "--port", fmt.Sprint(tp.port), "--ui-port", "-1", "--data-dir", tp.dataDir)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		tp.t.Fatal(err)
+	}
+	cmd.Stderr = &prefixWriter{t: tp.t, prefix: "temporal: "}
+	if err := cmd.Start(); err != nil {
+		tp.t.Fatal(err)
+	}
+	ready := make(chan error, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if strings.HasPrefix(sc.Text(), "temporal ready") {
+				ready <- nil
+				break
+			}
+		}
+		ready <- fmt.Errorf("temporal exited before it was ready")
+		_, _ = io.Copy(io.Discard, stdout)
+	}()
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	select {
+	case err := <-ready:
+		if err != nil {
+			tp.t.Fatal(err)
+		}
+	case <-time.After(90 * time.Second):
+		_ = cmd.Process.Kill()
+		tp.t.Fatal("temporal did not become ready within 90s")
+	}
+	tp.cmd, tp.done = cmd, done
+}
+
+// Stop stops the server (SIGINT, then SIGKILL after 10 s) and waits for it.
+func (tp *Temporal) Stop() {
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	if tp.cmd == nil {
+		return
+	}
+	_ = tp.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case <-tp.done:
+	case <-time.After(10 * time.Second):
+		_ = tp.cmd.Process.Kill()
+		<-tp.done
+	}
+	tp.cmd = nil
+}
+
+// Client returns a client of the server, closed when the test ends. It is
+// lazy, so it can be made while the server is down.
+func (tp *Temporal) Client() client.Client {
+	tp.t.Helper()
+	c, err := client.NewLazyClient(client.Options{HostPort: tp.Address(), Logger: quietLogger{}})
+	if err != nil {
+		tp.t.Fatal(err)
+	}
+	tp.t.Cleanup(c.Close)
+	return c
+}
+
+// WaitReady blocks until the frontend answers.
+func (tp *Temporal) WaitReady(ctx context.Context, c client.Client) error {
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err := c.CheckHealth(cctx, &client.CheckHealthRequest{})
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// prefixWriter sends a child's log lines to the test log.
+type prefixWriter struct {
+	t      testing.TB
+	prefix string
+	mu     sync.Mutex
+	buf    []byte
+}
+
+func (w *prefixWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = append(w.buf, p...)
+	for {
+		i := strings.IndexByte(string(w.buf), '\n')
+		if i < 0 {
+			break
+		}
+		line := string(w.buf[:i])
+		w.buf = w.buf[i+1:]
+		logLine(w.t, w.prefix+line)
+	}
+	return len(p), nil
+}
+
+// logLine logs unless the test is over (t.Log then panics).
+func logLine(t testing.TB, line string) {
+	defer func() { _ = recover() }()
+	t.Log(line)
+}
+
+// quietLogger drops the SDK's log lines; tests assert on state, not logs.
+type quietLogger struct{}
+
+func (quietLogger) Debug(string, ...any) {}
+func (quietLogger) Info(string, ...any)  {}
+func (quietLogger) Warn(string, ...any)  {}
+func (quietLogger) Error(string, ...any) {}

@@ -1,0 +1,140 @@
+// Package testenv gives tests the real services they run against: a fresh
+// Postgres database, a clean Redis database and a Temporal dev server of
+// their own.
+//
+// The services come from the environment that .ci/run sets up:
+//
+//	SECKILL_TEST_DATABASE_URL  postgres:// URL of a server the tests may create databases on
+//	SECKILL_TEST_REDIS_ADDR    host:port of a Redis the tests may flush databases 1-15 of
+//	SECKILL_TEMPORAL_BIN       a seckill binary (plain build) whose `temporal` command runs the dev server
+//	SECKILL_REQUIRE_SERVICES=1 a missing service fails the test instead of skipping it (CI sets it)
+package testenv
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	_ "github.com/lib/pq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/store"
+)
+
+// missing skips the test, or fails it when services are required.
+func missing(t testing.TB, what string) {
+	t.Helper()
+	if os.Getenv("SECKILL_REQUIRE_SERVICES") == "1" {
+		t.Fatalf("%s is required (SECKILL_REQUIRE_SERVICES=1) but not configured; run the tests through .ci/run", what)
+	}
+	t.Skipf("%s not configured; run the tests through .ci/run", what)
+}
+
+var dbSeq atomic.Int64
+
+// DatabaseURL creates an empty database for the test and returns its URL.
+// The database is dropped when the test ends.
+func DatabaseURL(t testing.TB) string {
+	t.Helper()
+	base := os.Getenv("SECKILL_TEST_DATABASE_URL")
+	if base == "" {
+		missing(t, "Postgres (SECKILL_TEST_DATABASE_URL)")
+	}
+	admin, err := sql.Open("postgres", base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Close() })
+	name := fmt.Sprintf("seckill_test_%d_%d_%d", os.Getpid(), time.Now().UnixNano()%1_000_000, dbSeq.Add(1))
+	if _, err := admin.Exec("CREATE DATABASE " + name); err != nil {
+		t.Fatalf("create test database: %v", err)
+	}
+	t.Cleanup(func() {
+		_, _ = admin.Exec("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)")
+	})
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/" + name
+	return u.String()
+}
+
+// Store opens a migrated store on a fresh database.
+func Store(t testing.TB) *store.Store {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, DatabaseURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// RedisAddr returns the address of the test Redis.
+func RedisAddr(t testing.TB) string {
+	t.Helper()
+	addr := os.Getenv("SECKILL_TEST_REDIS_ADDR")
+	if addr == "" {
+		missing(t, "Redis (SECKILL_TEST_REDIS_ADDR)")
+	}
+	return addr
+}
+
+// Redis returns a client on a Redis database no other running test uses,
+// flushed before the test. Databases 1-15 are handed out in turn through a
+// counter in database 0, so concurrently running test binaries do not share
+// one as long as fewer than 15 run at once.
+func Redis(t testing.TB) (*redis.Client, int) {
+	t.Helper()
+	addr := RedisAddr(t)
+	ctx := context.Background()
+	ctl := redis.NewClient(&redis.Options{Addr: addr})
+	defer ctl.Close()
+	n, err := ctl.Incr(ctx, "seckill:test:db").Result()
+	if err != nil {
+		t.Fatalf("redis at %s: %v", addr, err)
+	}
+	db := int(n%15) + 1
+	rdb := redis.NewClient(&redis.Options{Addr: addr, DB: db, PoolSize: 64})
+	if err := rdb.FlushDB(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rdb.Close() })
+	return rdb, db
+}
+
+// RedisURL is the redis:// URL of database db on the test Redis.
+func RedisURL(addr string, db int) string {
+	return fmt.Sprintf("redis://%s/%d", strings.TrimPrefix(addr, "redis://"), db)
+}
+
+// Eventually polls cond every interval until it returns nil or timeout
+// passes, then fails the test with cond's last error. It waits for a state,
+// not for a guessed duration.
+func Eventually(t testing.TB, timeout time.Duration, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	interval := 20 * time.Millisecond
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not reached within %s: %v", timeout, err)
+		}
+		time.Sleep(interval)
+		interval = min(interval*2, 500*time.Millisecond)
+	}
+}

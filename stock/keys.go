@@ -1,0 +1,28 @@
+package stock
+
+import "strconv"
+
+// Keys are the Redis keys of one sale. They share the hash tag {sale:ID}, so
+// on Redis Cluster they live in one slot and one script can touch them all.
+type Keys struct {
+	Meta    string // hash: sale_id, starts_ms, ends_ms, price_cents
+	Stock   string // remaining units
+	Buyers  string // hash: user id -> order id of the unit they hold
+	Intents string // stream of admitted orders waiting for their workflow
+}
+
+// KeysFor returns the keys of sale id.
+func KeysFor(saleID int64) Keys {
+	p := "seckill:{sale:" + strconv.FormatInt(saleID, 10) + "}:"
+	return Keys{Meta: p + "meta", Stock: p + "stock", Buyers: p + "buyers", Intents: p + "intents"}
+}
+
+// SalesKey is the set of sale ids loaded into Redis. The relay reads it to
+// find the intent streams it must drain.
+const SalesKey = "seckill:sales"
+
+// RestockChannel carries the id of a sale whenever a unit goes back to its
+// stock, so api instances can drop their local sold-out flag.
+const RestockChannel = "seckill:restock"
+
+func lockName(saleID int64) string { return "seckill:lock:sale:" + strconv.FormatInt(saleID, 10) }

@@ -1,0 +1,40 @@
+-- reserve.lua: admit one buyer to a sale in one atomic step.
+--
+-- KEYS[1] meta    hash  starts_ms, ends_ms, price_cents, sale_id
+-- KEYS[2] stock   string remaining units
+-- KEYS[3] buyers  hash  user id -> order id
+-- KEYS[4] intents stream of admitted orders, read by the relay
+-- ARGV[1] user id
+-- ARGV[2] order id minted by the caller (a decimal string: Lua numbers are
+--         doubles and would round a 64-bit id)
+--
+-- Returns {code, order id}: 0 admitted, 1 already purchased (the existing
+-- order id), 2 sold out, 3 not started, 4 ended, 5 unknown sale.
+local meta = redis.call('HMGET', KEYS[1], 'starts_ms', 'ends_ms', 'price_cents', 'sale_id')
+if not meta[1] then
+  return {5, ''}
+end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if now < tonumber(meta[1]) then
+  return {3, ''}
+end
+if now >= tonumber(meta[2]) then
+  return {4, ''}
+end
+-- A buyer who already holds a unit gets the same order back, so a retried
+-- request never takes a second unit.
+local existing = redis.call('HGET', KEYS[3], ARGV[1])
+if existing then
+  return {1, existing}
+end
+local left = tonumber(redis.call('GET', KEYS[2]) or '0')
+if left <= 0 then
+  return {2, ''}
+end
+redis.call('DECR', KEYS[2])
+redis.call('HSET', KEYS[3], ARGV[1], ARGV[2])
+redis.call('XADD', KEYS[4], '*',
+  'order_id', ARGV[2], 'sale_id', meta[4], 'user_id', ARGV[1],
+  'amount_cents', meta[3], 'reserved_ms', tostring(now))
+return {0, ARGV[2]}

@@ -1,0 +1,269 @@
+// Package stock is seckill's admission filter in Redis: the atomic
+// reservation script, its inverse, the sale warm-up and the intent stream
+// keys. It is a leaf package: it knows nothing of Temporal or HTTP.
+package stock
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/go-redsync/redsync/v4"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/domain"
+)
+
+var (
+	//go:embed reserve.lua
+	reserveSrc    string
+	reserveScript = redis.NewScript(reserveSrc)
+
+	//go:embed release.lua
+	releaseSrc    string
+	releaseScript = redis.NewScript(releaseSrc)
+
+	//go:embed warm.lua
+	warmSrc    string
+	warmScript = redis.NewScript(warmSrc)
+)
+
+// Stock runs the sale scripts against one Redis (a single node or a cluster).
+type Stock struct {
+	rdb   redis.UniversalClient
+	locks *redsync.Redsync
+}
+
+// New returns a Stock. locks is the redsync instance over the independent
+// Redis nodes used for Redlock; it guards warm-up and reconciliation.
+func New(rdb redis.UniversalClient, locks *redsync.Redsync) *Stock {
+	return &Stock{rdb: rdb, locks: locks}
+}
+
+// Client is the Redis client the scripts run on.
+func (s *Stock) Client() redis.UniversalClient { return s.rdb }
+
+// Reserve admits userID to sale saleID under the freshly minted orderID.
+// It returns the order id that holds the buyer's unit, or one of
+// domain.ErrSoldOut, ErrNotStarted, ErrEnded, ErrUnknownSale (not warmed),
+// *domain.AlreadyPurchasedError, or a wrapped Redis error.
+func (s *Stock) Reserve(ctx context.Context, saleID int64, userID string, orderID int64) (int64, error) {
+	k := KeysFor(saleID)
+	res, err := reserveScript.Run(ctx, s.rdb,
+		[]string{k.Meta, k.Stock, k.Buyers, k.Intents},
+		userID, strconv.FormatInt(orderID, 10)).Slice()
+	if err != nil {
+		return 0, fmt.Errorf("reserve: %w", err)
+	}
+	if len(res) != 2 {
+		return 0, fmt.Errorf("reserve: unexpected reply %v", res)
+	}
+	code, _ := res[0].(int64)
+	switch code {
+	case 0:
+		return orderID, nil
+	case 1:
+		id, err := strconv.ParseInt(fmt.Sprint(res[1]), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("reserve: bad order id %q: %w", res[1], err)
+		}
+		return 0, &domain.AlreadyPurchasedError{OrderID: id}
+	case 2:
+		return 0, domain.ErrSoldOut
+	case 3:
+		return 0, domain.ErrNotStarted
+	case 4:
+		return 0, domain.ErrEnded
+	case 5:
+		return 0, domain.ErrUnknownSale
+	}
+	return 0, fmt.Errorf("reserve: unknown code %d", code)
+}
+
+// Release gives orderID's unit back to the sale if userID still holds it
+// under that order. It reports whether a unit went back; calling it again is
+// harmless. A released unit is announced on RestockChannel.
+func (s *Stock) Release(ctx context.Context, saleID int64, userID string, orderID int64) (bool, error) {
+	k := KeysFor(saleID)
+	n, err := releaseScript.Run(ctx, s.rdb, []string{k.Stock, k.Buyers}, userID, strconv.FormatInt(orderID, 10)).Int()
+	if err != nil {
+		return false, fmt.Errorf("release: %w", err)
+	}
+	if n == 0 {
+		return false, nil
+	}
+	// The unit is already back; a lost announcement only delays clearing
+	// sold-out flags until they expire, so it is not an error.
+	_ = s.rdb.Publish(ctx, RestockChannel, strconv.FormatInt(saleID, 10)).Err()
+	return true, nil
+}
+
+// Sale is what Redis needs to know to admit buyers to a sale.
+type Sale struct {
+	ID         int64
+	PriceCents int64
+	StartsAt   time.Time
+	EndsAt     time.Time
+	// Remaining is how many units Redis may still hand out.
+	Remaining int
+	// Buyers maps each user holding a unit to their order id.
+	Buyers map[string]int64
+}
+
+// Warm loads sale into Redis unless it is loaded already, under the sale's
+// lock. It reports whether it loaded anything; warming a warm sale changes
+// nothing, so a sale in progress is never reset.
+func (s *Stock) Warm(ctx context.Context, sale Sale) (bool, error) {
+	var loaded bool
+	err := s.WithSaleLock(ctx, sale.ID, func(ctx context.Context) error {
+		var err error
+		loaded, err = s.load(ctx, sale)
+		return err
+	})
+	return loaded, err
+}
+
+func (s *Stock) load(ctx context.Context, sale Sale) (bool, error) {
+	k := KeysFor(sale.ID)
+	args := []any{sale.ID, sale.StartsAt.UnixMilli(), sale.EndsAt.UnixMilli(), sale.PriceCents, sale.Remaining}
+	for user, order := range sale.Buyers {
+		args = append(args, user, strconv.FormatInt(order, 10))
+	}
+	n, err := warmScript.Run(ctx, s.rdb, []string{k.Meta, k.Stock, k.Buyers}, args...).Int()
+	if err != nil {
+		return false, fmt.Errorf("warm sale %d: %w", sale.ID, err)
+	}
+	// SalesKey lives in another hash slot, so it cannot join the script.
+	// Adding it again is harmless, so it is done even for a warm sale.
+	if err := s.rdb.SAdd(ctx, SalesKey, sale.ID).Err(); err != nil {
+		return false, fmt.Errorf("register sale %d: %w", sale.ID, err)
+	}
+	return n == 1, nil
+}
+
+// lockExpiry bounds how long a crashed holder blocks others; holders
+// extend it while they work.
+const lockExpiry = 8 * time.Second
+
+// WithSaleLock runs fn while holding the sale's Redlock mutex, extending
+// the lock while fn runs. fn's context is cancelled if the lock is lost.
+func (s *Stock) WithSaleLock(ctx context.Context, saleID int64, fn func(ctx context.Context) error) error {
+	m := s.locks.NewMutex(lockName(saleID), redsync.WithExpiry(lockExpiry), redsync.WithTries(64),
+		redsync.WithRetryDelay(100*time.Millisecond))
+	if err := m.LockContext(ctx); err != nil {
+		return fmt.Errorf("lock sale %d: %w", saleID, err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(lockExpiry / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-wctx.Done():
+				return
+			case <-t.C:
+				if ok, err := m.ExtendContext(wctx); !ok || err != nil {
+					if wctx.Err() == nil {
+						cancel() // lost the lock: stop working under it
+					}
+					return
+				}
+			}
+		}
+	}()
+	err := fn(wctx)
+	cancel()
+	<-done
+	if _, uerr := m.UnlockContext(context.WithoutCancel(ctx)); uerr != nil && err == nil && !errors.Is(uerr, redsync.ErrLockAlreadyExpired) {
+		err = fmt.Errorf("unlock sale %d: %w", saleID, uerr)
+	}
+	return err
+}
+
+// State is what Redis holds for one sale.
+type State struct {
+	Warm      bool
+	Remaining int
+	Buyers    int64
+	Backlog   int64 // intents not yet turned into workflows
+}
+
+// Inspect reads the sale's Redis state.
+func (s *Stock) Inspect(ctx context.Context, saleID int64) (State, error) {
+	k := KeysFor(saleID)
+	pipe := s.rdb.Pipeline()
+	exists := pipe.Exists(ctx, k.Meta)
+	left := pipe.Get(ctx, k.Stock)
+	buyers := pipe.HLen(ctx, k.Buyers)
+	backlog := pipe.XLen(ctx, k.Intents)
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return State{}, fmt.Errorf("inspect sale %d: %w", saleID, err)
+	}
+	st := State{Warm: exists.Val() == 1, Buyers: buyers.Val(), Backlog: backlog.Val()}
+	if v, err := left.Int(); err == nil {
+		st.Remaining = v
+	}
+	return st, nil
+}
+
+// Remaining returns the units Redis may still hand out for a sale.
+func (s *Stock) Remaining(ctx context.Context, saleID int64) (int, error) {
+	n, err := s.rdb.Get(ctx, KeysFor(saleID).Stock).Int()
+	if errors.Is(err, redis.Nil) {
+		return 0, domain.ErrUnknownSale
+	}
+	if err != nil {
+		return 0, fmt.Errorf("remaining of sale %d: %w", saleID, err)
+	}
+	return n, nil
+}
+
+// Holder returns the order id through which userID holds a unit of the
+// sale, if any.
+func (s *Stock) Holder(ctx context.Context, saleID int64, userID string) (int64, bool, error) {
+	v, err := s.rdb.HGet(ctx, KeysFor(saleID).Buyers, userID).Int64()
+	if errors.Is(err, redis.Nil) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("holder in sale %d: %w", saleID, err)
+	}
+	return v, true, nil
+}
+
+// Buyers returns every user holding a unit of the sale with their order id.
+func (s *Stock) Buyers(ctx context.Context, saleID int64) (map[string]int64, error) {
+	m, err := s.rdb.HGetAll(ctx, KeysFor(saleID).Buyers).Result()
+	if err != nil {
+		return nil, fmt.Errorf("buyers of sale %d: %w", saleID, err)
+	}
+	out := make(map[string]int64, len(m))
+	for u, v := range m {
+		id, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("buyers of sale %d: bad order id %q", saleID, v)
+		}
+		out[u] = id
+	}
+	return out, nil
+}
+
+// Sales returns the ids of every sale loaded into Redis.
+func (s *Stock) Sales(ctx context.Context) ([]int64, error) {
+	members, err := s.rdb.SMembers(ctx, SalesKey).Result()
+	if err != nil {
+		return nil, fmt.Errorf("list sales: %w", err)
+	}
+	ids := make([]int64, 0, len(members))
+	for _, m := range members {
+		if id, err := strconv.ParseInt(m, 10, 64); err == nil {
+			ids = append(ids, id)
+		}
+	}
+	return ids, nil
+}

@@ -1,0 +1,223 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/ent"
+	"github.com/seckill/seckill/ent/order"
+	"github.com/seckill/seckill/ent/sale"
+	"github.com/seckill/seckill/ent/stockmovement"
+)
+
+// DeductStock takes one unit of the sale for the order. The ledger row and
+// the stock update share one transaction and the ledger is unique on
+// (order, kind), so a retried call deducts once. It returns
+// domain.ErrOutOfStock when the sale has no unit left and
+// domain.ErrInvalidOrder when the sale does not exist.
+func (s *Store) DeductStock(ctx context.Context, ref domain.OrderRef) error {
+	err := s.withTx(ctx, func(tx *ent.Tx) error {
+		done, err := tx.StockMovement.Query().
+			Where(stockmovement.OrderID(ref.OrderID), stockmovement.KindEQ(stockmovement.KindDEDUCT)).
+			Exist(ctx)
+		if err != nil || done {
+			return err
+		}
+		n, err := tx.Sale.Update().Where(sale.ID(ref.SaleID), sale.StockGT(0)).AddStock(-1).Save(ctx)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			exists, err := tx.Sale.Query().Where(sale.ID(ref.SaleID)).Exist(ctx)
+			if err != nil {
+				return err
+			}
+			if !exists {
+				return fmt.Errorf("%w: sale %d does not exist", domain.ErrInvalidOrder, ref.SaleID)
+			}
+			return domain.ErrOutOfStock
+		}
+		return tx.StockMovement.Create().
+			SetOrderID(ref.OrderID).SetSaleID(ref.SaleID).
+			SetKind(stockmovement.KindDEDUCT).SetDelta(-1).
+			Exec(ctx)
+	})
+	if ent.IsConstraintError(err) {
+		// A concurrent attempt for the same order committed first; its
+		// deduction stands and ours was rolled back.
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("deduct stock for order %d: %w", ref.OrderID, err)
+	}
+	return nil
+}
+
+// RestoreStock returns the unit DeductStock took for the order, once. It
+// reports whether it returned a unit now (false if it had been returned
+// already or never taken).
+func (s *Store) RestoreStock(ctx context.Context, ref domain.OrderRef) (bool, error) {
+	restored := false
+	err := s.withTx(ctx, func(tx *ent.Tx) error {
+		moves, err := tx.StockMovement.Query().Where(stockmovement.OrderID(ref.OrderID)).All(ctx)
+		if err != nil {
+			return err
+		}
+		deducted := false
+		for _, m := range moves {
+			switch m.Kind {
+			case stockmovement.KindRESTORE:
+				return nil
+			case stockmovement.KindDEDUCT:
+				deducted = true
+			}
+		}
+		if !deducted {
+			return nil
+		}
+		if _, err := tx.Sale.Update().Where(sale.ID(ref.SaleID)).AddStock(1).Save(ctx); err != nil {
+			return err
+		}
+		restored = true
+		return tx.StockMovement.Create().
+			SetOrderID(ref.OrderID).SetSaleID(ref.SaleID).
+			SetKind(stockmovement.KindRESTORE).SetDelta(1).
+			Exec(ctx)
+	})
+	if ent.IsConstraintError(err) {
+		return false, nil // a concurrent attempt restored it
+	}
+	if err != nil {
+		return false, fmt.Errorf("restore stock for order %d: %w", ref.OrderID, err)
+	}
+	return restored, nil
+}
+
+// CreateOrder writes the order row as AWAITING_PAYMENT. Writing an order
+// that exists already is a no-op, so retries are safe. It returns
+// domain.ErrInvalidOrder when the row cannot be written (unknown sale, or
+// the buyer holds another live order of the sale).
+func (s *Store) CreateOrder(ctx context.Context, ref domain.OrderRef) error {
+	err := s.db.Order.Create().
+		SetID(ref.OrderID).
+		SetSaleID(ref.SaleID).
+		SetUserID(ref.UserID).
+		SetAmountCents(ref.AmountCents).
+		SetStatus(order.StatusAWAITING_PAYMENT).
+		Exec(ctx)
+	if err == nil {
+		return nil
+	}
+	if ent.IsConstraintError(err) || ent.IsValidationError(err) {
+		if exists, qerr := s.db.Order.Query().Where(order.ID(ref.OrderID)).Exist(ctx); qerr == nil && exists {
+			return nil // written by an earlier attempt
+		}
+		return fmt.Errorf("%w: order %d: %v", domain.ErrInvalidOrder, ref.OrderID, err)
+	}
+	return fmt.Errorf("create order %d: %w", ref.OrderID, err)
+}
+
+// FinishOrder records that the order ended without a sale (status is
+// CANCELLED, EXPIRED or FAILED). It writes the row if the saga never got
+// that far, so every admitted order ends with a row in a final status. An
+// order that is final already keeps its status.
+func (s *Store) FinishOrder(ctx context.Context, ref domain.OrderRef, status domain.Status, reason string) error {
+	if status.Live() {
+		return fmt.Errorf("finish order %d: %s is not an ending status", ref.OrderID, status)
+	}
+	if len(reason) > 500 {
+		reason = reason[:500]
+	}
+	_, err := s.db.Order.Update().
+		Where(order.ID(ref.OrderID), order.StatusIn(order.StatusPENDING, order.StatusAWAITING_PAYMENT)).
+		SetStatus(order.Status(status)).SetReason(reason).
+		Save(ctx)
+	if err != nil {
+		return fmt.Errorf("finish order %d: %w", ref.OrderID, err)
+	}
+	exists, err := s.db.Order.Query().Where(order.ID(ref.OrderID)).Exist(ctx)
+	if err != nil || exists {
+		return err
+	}
+	err = s.db.Order.Create().
+		SetID(ref.OrderID).SetSaleID(ref.SaleID).SetUserID(ref.UserID).
+		SetAmountCents(ref.AmountCents).
+		SetStatus(order.Status(status)).SetReason(reason).
+		Exec(ctx)
+	if ent.IsConstraintError(err) {
+		if exists, qerr := s.db.Order.Query().Where(order.ID(ref.OrderID)).Exist(ctx); qerr == nil && exists {
+			return nil // a concurrent attempt wrote it
+		}
+		// The sale itself is gone: there is nothing to attach a row to.
+		return fmt.Errorf("%w: order %d: %v", domain.ErrInvalidOrder, ref.OrderID, err)
+	}
+	return err
+}
+
+// MarkPaid moves an AWAITING_PAYMENT order to PAID. Paying a paid order is
+// a no-op; any other status is domain.ErrConflict.
+func (s *Store) MarkPaid(ctx context.Context, orderID int64) error {
+	n, err := s.db.Order.Update().
+		Where(order.ID(orderID), order.StatusEQ(order.StatusAWAITING_PAYMENT)).
+		SetStatus(order.StatusPAID).SetReason("").
+		Save(ctx)
+	if err != nil {
+		return fmt.Errorf("mark order %d paid: %w", orderID, err)
+	}
+	if n == 1 {
+		return nil
+	}
+	o, err := s.Order(ctx, orderID)
+	if err != nil {
+		return err
+	}
+	if o.Status == order.StatusPAID {
+		return nil
+	}
+	return fmt.Errorf("%w: order %d is %s", domain.ErrConflict, orderID, o.Status)
+}
+
+// Order returns one order, or domain.ErrNotFound.
+func (s *Store) Order(ctx context.Context, id int64) (*ent.Order, error) {
+	o, err := s.db.Order.Get(ctx, id)
+	if ent.IsNotFound(err) {
+		return nil, domain.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get order %d: %w", id, err)
+	}
+	return o, nil
+}
+
+// OrdersOf lists a user's orders created since the given time, newest first.
+func (s *Store) OrdersOf(ctx context.Context, userID string, since time.Time, limit int) ([]*ent.Order, error) {
+	os, err := s.db.Order.Query().
+		Where(order.UserID(userID), order.CreatedAtGTE(since)).
+		Order(ent.Desc(order.FieldCreatedAt), ent.Desc(order.FieldID)).
+		Limit(limit).
+		All(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("orders of %s: %w", userID, err)
+	}
+	return os, nil
+}
+
+// CountByStatus counts the sale's orders per status.
+func (s *Store) CountByStatus(ctx context.Context, saleID int64) (map[domain.Status]int, error) {
+	var rows []struct {
+		Status string `json:"status"`
+		Count  int    `json:"count"`
+	}
+	err := s.db.Order.Query().Where(order.SaleID(saleID)).
+		GroupBy(order.FieldStatus).Aggregate(ent.Count()).Scan(ctx, &rows)
+	if err != nil {
+		return nil, fmt.Errorf("count orders of sale %d: %w", saleID, err)
+	}
+	out := make(map[domain.Status]int, len(rows))
+	for _, r := range rows {
+		out[domain.Status(r.Status)] = r.Count
+	}
+	return out, nil
+}

@@ -1,0 +1,60 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/ent"
+	"github.com/seckill/seckill/ent/sale"
+)
+
+// NewSale is what an operator gives to create a sale.
+type NewSale struct {
+	Name       string
+	PriceCents int64
+	Stock      int
+	StartsAt   time.Time
+	EndsAt     time.Time
+}
+
+// CreateSale writes a sale with its full stock.
+func (s *Store) CreateSale(ctx context.Context, n NewSale) (*ent.Sale, error) {
+	if !n.EndsAt.After(n.StartsAt) {
+		return nil, fmt.Errorf("%w: ends_at must be after starts_at", domain.ErrInvalidOrder)
+	}
+	sl, err := s.db.Sale.Create().
+		SetName(n.Name).
+		SetPriceCents(n.PriceCents).
+		SetTotalStock(n.Stock).
+		SetStock(n.Stock).
+		SetStartsAt(n.StartsAt.UTC()).
+		SetEndsAt(n.EndsAt.UTC()).
+		Save(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("create sale: %w", err)
+	}
+	return sl, nil
+}
+
+// Sale returns one sale, or domain.ErrUnknownSale.
+func (s *Store) Sale(ctx context.Context, id int64) (*ent.Sale, error) {
+	sl, err := s.db.Sale.Get(ctx, id)
+	if ent.IsNotFound(err) {
+		return nil, domain.ErrUnknownSale
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get sale %d: %w", id, err)
+	}
+	return sl, nil
+}
+
+// Sales lists sales, newest first.
+func (s *Store) Sales(ctx context.Context, limit int) ([]*ent.Sale, error) {
+	sales, err := s.db.Sale.Query().Order(ent.Desc(sale.FieldID)).Limit(limit).All(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list sales: %w", err)
+	}
+	return sales, nil
+}

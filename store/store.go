@@ -1,0 +1,127 @@
+// Package store is seckill's source of truth in SQL: sales, their stock,
+// orders and the stock ledger, through ent. Postgres (lib/pq) in
+// production; an embedded SQLite file in the zero-install dev mode.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"entgo.io/ent/dialect"
+	entsql "entgo.io/ent/dialect/sql"
+	_ "github.com/lib/pq" // the Postgres driver
+	_ "modernc.org/sqlite" // the embedded database of dev mode, pure Go
+
+	"github.com/seckill/seckill/ent"
+)
+
+// Store wraps the ent client.
+type Store struct {
+	db      *ent.Client
+	sql     *sql.DB
+	dialect string
+}
+
+// Open connects to dsn: a postgres:// or postgresql:// URL for Postgres, or
+// sqlite:PATH (sqlite::memory: for a throwaway database) for the embedded
+// one. It does not create tables; call Migrate.
+func Open(ctx context.Context, dsn string) (*Store, error) {
+	var (
+		db      *sql.DB
+		err     error
+		dialect string
+	)
+	switch {
+	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
+		dialect = dialectPostgres
+		db, err = sql.Open("postgres", dsn)
+		if err == nil {
+			db.SetMaxOpenConns(32)
+			db.SetMaxIdleConns(32)
+			db.SetConnMaxIdleTime(5 * time.Minute)
+		}
+	case strings.HasPrefix(dsn, "sqlite:"):
+		dialect = dialectSQLite
+		db, err = openSQLite(strings.TrimPrefix(dsn, "sqlite:"))
+	default:
+		return nil, fmt.Errorf("database url must start with postgres://, postgresql:// or sqlite:")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := db.PingContext(pctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("connect to database: %w", err)
+	}
+	drv := entsql.OpenDB(dialect, db)
+	return &Store{db: ent.NewClient(ent.Driver(drv)), sql: db, dialect: dialect}, nil
+}
+
+const (
+	dialectPostgres = dialect.Postgres
+	dialectSQLite   = dialect.SQLite
+)
+
+func openSQLite(path string) (*sql.DB, error) {
+	if path == "" || path == ":memory:" {
+		// A named shared-cache memory database lives as long as one
+		// connection is open; the pool keeps one.
+		path = "file:seckill?mode=memory&cache=shared"
+	} else {
+		path = "file:" + path
+	}
+	sep := "?"
+	if strings.Contains(path, "?") {
+		sep = "&"
+	}
+	db, err := sql.Open("sqlite", path+sep+"_pragma=foreign_keys(1)&_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_txlock=immediate")
+	if err != nil {
+		return nil, err
+	}
+	// SQLite has one writer; one connection turns lock errors into a queue.
+	db.SetMaxOpenConns(1)
+	db.SetConnMaxIdleTime(0)
+	db.SetConnMaxLifetime(0)
+	return db, nil
+}
+
+// Migrate creates or updates the tables, indexes and constraints.
+func (s *Store) Migrate(ctx context.Context) error {
+	if err := s.db.Schema.Create(ctx); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	return nil
+}
+
+// Ping checks the database answers.
+func (s *Store) Ping(ctx context.Context) error { return s.sql.PingContext(ctx) }
+
+// Client exposes the ent client for read-only reports (audit, stats).
+func (s *Store) Client() *ent.Client { return s.db }
+
+// Close closes the connection pool.
+func (s *Store) Close() error { return s.db.Close() }
+
+// withTx runs fn in a transaction, committing if it returns nil.
+func (s *Store) withTx(ctx context.Context, fn func(tx *ent.Tx) error) error {
+	tx, err := s.db.Tx(ctx)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	if err := fn(tx); err != nil {
+		if rerr := tx.Rollback(); rerr != nil {
+			return errors.Join(err, fmt.Errorf("rollback: %w", rerr))
+		}
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}

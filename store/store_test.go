@@ -1,0 +1,237 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/ent/order"
+	"github.com/seckill/seckill/ent/stockmovement"
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/store"
+)
+
+// backends runs a test against real Postgres and against the embedded
+// SQLite database of dev mode, which must behave the same.
+func backends(t *testing.T, test func(t *testing.T, st *store.Store)) {
+	t.Run("postgres", func(t *testing.T) { test(t, testenv.Store(t)) })
+	t.Run("sqlite", func(t *testing.T) {
+		ctx := context.Background()
+		st, err := store.Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "seckill.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		if err := st.Migrate(ctx); err != nil {
+			t.Fatal(err)
+		}
+		test(t, st)
+	})
+}
+
+func newSale(t *testing.T, st *store.Store, units int) int64 {
+	t.Helper()
+	s, err := st.CreateSale(context.Background(), store.NewSale{
+		Name: "phone", PriceCents: 49900, Stock: units,
+		StartsAt: time.Now(), EndsAt: time.Now().Add(time.Hour),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.ID
+}
+
+func stockOf(t *testing.T, st *store.Store, sale int64) int {
+	t.Helper()
+	s, err := st.Sale(context.Background(), sale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.Stock
+}
+
+func ledger(t *testing.T, st *store.Store, orderID int64) []stockmovement.Kind {
+	t.Helper()
+	moves, err := st.Client().StockMovement.Query().Where(stockmovement.OrderID(orderID)).All(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []stockmovement.Kind
+	for _, m := range moves {
+		kinds = append(kinds, m.Kind)
+	}
+	return kinds
+}
+
+func TestDeductStockOncePerOrder(t *testing.T) {
+	backends(t, func(t *testing.T, st *store.Store) {
+		ctx := context.Background()
+		sale := newSale(t, st, 3)
+		ref := domain.OrderRef{OrderID: 100, SaleID: sale, UserID: "u", AmountCents: 49900}
+		var wg sync.WaitGroup
+		for range 20 { // retried and concurrent attempts of one activity
+			wg.Go(func() {
+				if err := st.DeductStock(ctx, ref); err != nil {
+					t.Errorf("deduct: %v", err)
+				}
+			})
+		}
+		wg.Wait()
+		if got := stockOf(t, st, sale); got != 2 {
+			t.Fatalf("stock = %d, want 2", got)
+		}
+		if k := ledger(t, st, 100); len(k) != 1 || k[0] != stockmovement.KindDEDUCT {
+			t.Fatalf("ledger = %v, want one DEDUCT", k)
+		}
+	})
+}
+
+func TestDeductStockOutOfStockAndUnknownSale(t *testing.T) {
+	backends(t, func(t *testing.T, st *store.Store) {
+		ctx := context.Background()
+		sale := newSale(t, st, 1)
+		if err := st.DeductStock(ctx, domain.OrderRef{OrderID: 1, SaleID: sale}); err != nil {
+			t.Fatal(err)
+		}
+		err := st.DeductStock(ctx, domain.OrderRef{OrderID: 2, SaleID: sale})
+		if !errors.Is(err, domain.ErrOutOfStock) {
+			t.Fatalf("deduct from empty stock: %v, want ErrOutOfStock", err)
+		}
+		if k := ledger(t, st, 2); len(k) != 0 {
+			t.Fatalf("a refused deduction wrote ledger rows %v", k)
+		}
+		err = st.DeductStock(ctx, domain.OrderRef{OrderID: 3, SaleID: sale + 1000})
+		if !errors.Is(err, domain.ErrInvalidOrder) {
+			t.Fatalf("deduct from unknown sale: %v, want ErrInvalidOrder", err)
+		}
+		if got := stockOf(t, st, sale); got != 0 {
+			t.Fatalf("stock = %d, want 0", got)
+		}
+	})
+}
+
+func TestRestoreStockOnceAndOnlyAfterDeduct(t *testing.T) {
+	backends(t, func(t *testing.T, st *store.Store) {
+		ctx := context.Background()
+		sale := newSale(t, st, 2)
+		ref := domain.OrderRef{OrderID: 5, SaleID: sale}
+		if restored, err := st.RestoreStock(ctx, ref); err != nil || restored {
+			t.Fatalf("restore before deduct: restored=%v err=%v; want nothing", restored, err)
+		}
+		if err := st.DeductStock(ctx, ref); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 3 {
+			restored, err := st.RestoreStock(ctx, ref)
+			if err != nil || restored != (i == 0) {
+				t.Fatalf("restore #%d: restored=%v err=%v", i+1, restored, err)
+			}
+		}
+		if got := stockOf(t, st, sale); got != 2 {
+			t.Fatalf("stock = %d, want 2", got)
+		}
+	})
+}
+
+func TestStockCannotGoNegativeInTheDatabase(t *testing.T) {
+	backends(t, func(t *testing.T, st *store.Store) {
+		ctx := context.Background()
+		sale := newSale(t, st, 0)
+		_, err := st.Client().Sale.UpdateOneID(sale).AddStock(-1).Save(ctx)
+		if err == nil {
+			t.Fatal("the database accepted a negative stock")
+		}
+	})
+}
+
+func TestOrderLifecycle(t *testing.T) {
+	backends(t, func(t *testing.T, st *store.Store) {
+		ctx := context.Background()
+		sale := newSale(t, st, 5)
+		ref := domain.OrderRef{OrderID: 10, SaleID: sale, UserID: "ivy", AmountCents: 49900}
+		for range 2 {
+			if err := st.CreateOrder(ctx, ref); err != nil {
+				t.Fatalf("create (retried): %v", err)
+			}
+		}
+		// A second live order of the same buyer is refused by the database.
+		err := st.CreateOrder(ctx, domain.OrderRef{OrderID: 11, SaleID: sale, UserID: "ivy", AmountCents: 49900})
+		if !errors.Is(err, domain.ErrInvalidOrder) {
+			t.Fatalf("second live order: %v, want ErrInvalidOrder", err)
+		}
+		if err := st.MarkPaid(ctx, 10); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.MarkPaid(ctx, 10); err != nil {
+			t.Fatalf("paying twice: %v", err)
+		}
+		// A paid order is final: cancelling it changes nothing.
+		if err := st.FinishOrder(ctx, ref, domain.StatusCancelled, "late"); err != nil {
+			t.Fatal(err)
+		}
+		o, err := st.Order(ctx, 10)
+		if err != nil || o.Status != order.StatusPAID {
+			t.Fatalf("order = %+v, %v; want PAID", o, err)
+		}
+	})
+}
+
+func TestFinishOrderWritesMissingRowsAndFreesTheBuyer(t *testing.T) {
+	backends(t, func(t *testing.T, st *store.Store) {
+		ctx := context.Background()
+		sale := newSale(t, st, 5)
+		// The saga failed before CreateOrder: the ending still gets a row.
+		failed := domain.OrderRef{OrderID: 20, SaleID: sale, UserID: "jack", AmountCents: 49900}
+		if err := st.FinishOrder(ctx, failed, domain.StatusFailed, "deduct stock: out of stock"); err != nil {
+			t.Fatal(err)
+		}
+		o, err := st.Order(ctx, 20)
+		if err != nil || o.Status != order.StatusFAILED || o.Reason == "" {
+			t.Fatalf("order = %+v, %v; want FAILED with a reason", o, err)
+		}
+		// Cancelling an awaiting order frees the buyer to buy again.
+		first := domain.OrderRef{OrderID: 21, SaleID: sale, UserID: "kate", AmountCents: 49900}
+		if err := st.CreateOrder(ctx, first); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.FinishOrder(ctx, first, domain.StatusCancelled, "cancelled by buyer"); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.CreateOrder(ctx, domain.OrderRef{OrderID: 22, SaleID: sale, UserID: "kate", AmountCents: 49900}); err != nil {
+			t.Fatalf("buying again after a cancel: %v", err)
+		}
+		if err := st.MarkPaid(ctx, 21); !errors.Is(err, domain.ErrConflict) {
+			t.Fatalf("paying a cancelled order: %v, want ErrConflict", err)
+		}
+		if err := st.FinishOrder(ctx, first, domain.StatusPaid, ""); err == nil {
+			t.Fatal("FinishOrder accepted a live status")
+		}
+		counts, err := st.CountByStatus(ctx, sale)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[domain.Status]int{domain.StatusFailed: 1, domain.StatusCancelled: 1, domain.StatusAwaitingPayment: 1}
+		for s, n := range want {
+			if counts[s] != n {
+				t.Fatalf("counts = %v, want %v", counts, want)
+			}
+		}
+	})
+}
+
+func TestCreateSaleRejectsAnEmptyWindow(t *testing.T) {
+	backends(t, func(t *testing.T, st *store.Store) {
+		now := time.Now()
+		_, err := st.CreateSale(context.Background(), store.NewSale{Name: "x", Stock: 1, StartsAt: now, EndsAt: now})
+		if err == nil {
+			t.Fatal("a sale that ends when it starts was accepted")
+		}
+		if sales, _ := st.Sales(context.Background(), 10); len(sales) != 0 {
+			t.Fatalf("a refused sale was written: %v", sales)
+		}
+	})
+}

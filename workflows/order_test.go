@@ -1,0 +1,291 @@
+package workflows
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/seckill/seckill/activities"
+	"github.com/seckill/seckill/domain"
+)
+
+var testRef = domain.OrderRef{OrderID: 42, SaleID: 7, UserID: "u1", AmountCents: 1999}
+
+// saga records which activities ran, in order, and what was notified.
+type saga struct {
+	mu       sync.Mutex
+	calls    []string
+	notified []domain.Status
+	finished []domain.Status
+}
+
+func (s *saga) record(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls = append(s.calls, name)
+}
+
+func (s *saga) ran(name string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, c := range s.calls {
+		if c == name {
+			n++
+		}
+	}
+	return n
+}
+
+// step lets a test replace one activity's behaviour.
+type step func(ctx context.Context) error
+
+func ok(context.Context) error { return nil }
+
+// newEnv returns a test environment whose activities succeed unless
+// overridden in fail.
+func newEnv(t *testing.T, fail map[string]step) (*testsuite.TestWorkflowEnvironment, *saga) {
+	t.Helper()
+	var ts testsuite.WorkflowTestSuite
+	ts.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	env := ts.NewTestWorkflowEnvironment()
+	env.RegisterWorkflow(OrderWorkflow)
+	acts := &activities.Activities{}
+	env.RegisterActivity(acts)
+	s := &saga{}
+	behaviour := func(name string) step {
+		if f, ok2 := fail[name]; ok2 {
+			return f
+		}
+		return ok
+	}
+	for _, name := range []string{"DeductStock", "RestoreStock", "CreateOrder", "MarkPaid", "ReleaseReservation"} {
+		name := name
+		env.OnActivity(name, mock.Anything, mock.Anything).Return(func(ctx context.Context, ref domain.OrderRef) error {
+			s.record(name)
+			if ref != testRef {
+				return errors.New("wrong order ref")
+			}
+			return behaviour(name)(ctx)
+		})
+	}
+	env.OnActivity("CancelOrder", mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.FinishInput) error {
+		s.record("CancelOrder")
+		if err := behaviour("CancelOrder")(ctx); err != nil {
+			return err
+		}
+		s.mu.Lock()
+		s.finished = append(s.finished, in.Status)
+		s.mu.Unlock()
+		return nil
+	})
+	env.OnActivity("Notify", mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.NotifyInput) error {
+		s.mu.Lock()
+		s.notified = append(s.notified, in.Status)
+		s.mu.Unlock()
+		return behaviour("Notify")(ctx)
+	})
+	return env, s
+}
+
+func run(t *testing.T, env *testsuite.TestWorkflowEnvironment, in OrderInput) OrderState {
+	t.Helper()
+	env.ExecuteWorkflow(OrderWorkflow, in)
+	if !env.IsWorkflowCompleted() {
+		t.Fatal("workflow did not complete")
+	}
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatalf("workflow error: %v", err)
+	}
+	var st OrderState
+	if err := env.GetWorkflowResult(&st); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func equal[T comparable](t *testing.T, what string, got, want []T) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s = %v, want %v", what, got, want)
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			t.Fatalf("%s = %v, want %v", what, got, want)
+		}
+	}
+}
+
+func nonRetryable(kind string) step {
+	return func(context.Context) error {
+		return temporal.NewNonRetryableApplicationError("business failure", kind, nil)
+	}
+}
+
+func TestOrderPaid(t *testing.T) {
+	env, s := newEnv(t, nil)
+	env.RegisterDelayedCallback(func() {
+		v, err := env.QueryWorkflow(QueryStatus)
+		if err != nil {
+			t.Errorf("query: %v", err)
+			return
+		}
+		var st OrderState
+		if err := v.Get(&st); err != nil || st.Status != domain.StatusAwaitingPayment {
+			t.Errorf("status before paying = %+v, %v; want AWAITING_PAYMENT", st, err)
+		}
+		env.SignalWorkflow(SignalPay, nil)
+	}, time.Minute)
+	st := run(t, env, OrderInput{Order: testRef})
+	if st.Status != domain.StatusPaid {
+		t.Fatalf("status = %s, want PAID", st.Status)
+	}
+	equal(t, "calls", s.calls, []string{"DeductStock", "CreateOrder", "MarkPaid"})
+	equal(t, "notified", s.notified, []domain.Status{domain.StatusAwaitingPayment, domain.StatusPaid})
+}
+
+func TestOrderUnhappyEndings(t *testing.T) {
+	cases := []struct {
+		name     string
+		fail     map[string]step
+		signal   string // sent one minute in, if set
+		cancel   bool   // cancel the workflow one minute in
+		want     domain.Status
+		calls    []string
+		notified []domain.Status
+	}{
+		{
+			name:     "deduct stock fails",
+			fail:     map[string]step{"DeductStock": nonRetryable(activities.ErrTypeOutOfStock)},
+			want:     domain.StatusFailed,
+			calls:    []string{"DeductStock", "CancelOrder", "ReleaseReservation"},
+			notified: []domain.Status{domain.StatusFailed},
+		},
+		{
+			name:     "create order fails",
+			fail:     map[string]step{"CreateOrder": nonRetryable(activities.ErrTypeInvalidOrder)},
+			want:     domain.StatusFailed,
+			calls:    []string{"DeductStock", "CreateOrder", "CancelOrder", "RestoreStock", "ReleaseReservation"},
+			notified: []domain.Status{domain.StatusFailed},
+		},
+		{
+			name:     "payment timeout",
+			want:     domain.StatusExpired,
+			calls:    []string{"DeductStock", "CreateOrder", "CancelOrder", "RestoreStock", "ReleaseReservation"},
+			notified: []domain.Status{domain.StatusAwaitingPayment, domain.StatusExpired},
+		},
+		{
+			name:     "buyer cancels",
+			signal:   SignalCancel,
+			want:     domain.StatusCancelled,
+			calls:    []string{"DeductStock", "CreateOrder", "CancelOrder", "RestoreStock", "ReleaseReservation"},
+			notified: []domain.Status{domain.StatusAwaitingPayment, domain.StatusCancelled},
+		},
+		{
+			name:     "workflow cancelled",
+			cancel:   true,
+			want:     domain.StatusCancelled,
+			calls:    []string{"DeductStock", "CreateOrder", "CancelOrder", "RestoreStock", "ReleaseReservation"},
+			notified: []domain.Status{domain.StatusAwaitingPayment, domain.StatusCancelled},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			env, s := newEnv(t, tc.fail)
+			if tc.signal != "" {
+				env.RegisterDelayedCallback(func() { env.SignalWorkflow(tc.signal, CancelRequest{}) }, time.Minute)
+			}
+			if tc.cancel {
+				env.RegisterDelayedCallback(env.CancelWorkflow, time.Minute)
+			}
+			st := run(t, env, OrderInput{Order: testRef, PaymentTimeout: 10 * time.Minute})
+			if st.Status != tc.want {
+				t.Fatalf("status = %s (%s), want %s", st.Status, st.Reason, tc.want)
+			}
+			if st.Reason == "" {
+				t.Error("an unhappy ending must say why")
+			}
+			equal(t, "calls", s.calls, tc.calls)
+			equal(t, "notified", s.notified, tc.notified)
+			equal(t, "finished", s.finished, []domain.Status{tc.want})
+		})
+	}
+}
+
+func TestPaymentTimeoutDefault(t *testing.T) {
+	var env *testsuite.TestWorkflowEnvironment
+	var expiredAt time.Time
+	env, _ = newEnv(t, map[string]step{"CancelOrder": func(context.Context) error {
+		expiredAt = env.Now()
+		return nil
+	}})
+	start := env.Now()
+	st := run(t, env, OrderInput{Order: testRef})
+	if st.Status != domain.StatusExpired {
+		t.Fatalf("status = %s, want EXPIRED", st.Status)
+	}
+	if d := expiredAt.Sub(start); d < DefaultPaymentTimeout {
+		t.Fatalf("expired after %s, want at least %s", d, DefaultPaymentTimeout)
+	}
+}
+
+func TestCompensationRetriesUntilItSucceeds(t *testing.T) {
+	failures := 0
+	env, s := newEnv(t, map[string]step{"RestoreStock": func(context.Context) error {
+		if failures < 2 {
+			failures++
+			return errors.New("postgres is down")
+		}
+		return nil
+	}})
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(SignalCancel, CancelRequest{Reason: "changed my mind"}) }, time.Minute)
+	st := run(t, env, OrderInput{Order: testRef})
+	if st.Status != domain.StatusCancelled || st.Reason != "changed my mind" {
+		t.Fatalf("state = %+v, want CANCELLED with the buyer's reason", st)
+	}
+	if n := s.ran("RestoreStock"); n != 3 {
+		t.Fatalf("RestoreStock ran %d times, want 3 (two failures, one success)", n)
+	}
+	if n := s.ran("ReleaseReservation"); n != 1 {
+		t.Fatalf("ReleaseReservation ran %d times, want 1", n)
+	}
+}
+
+func TestInfrastructureErrorsAreRetried(t *testing.T) {
+	failures := 0
+	env, s := newEnv(t, map[string]step{"DeductStock": func(context.Context) error {
+		if failures < 3 {
+			failures++
+			return errors.New("connection refused")
+		}
+		return nil
+	}})
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(SignalPay, nil) }, time.Minute)
+	st := run(t, env, OrderInput{Order: testRef})
+	if st.Status != domain.StatusPaid {
+		t.Fatalf("status = %s (%s), want PAID", st.Status, st.Reason)
+	}
+	if n := s.ran("DeductStock"); n != 4 {
+		t.Fatalf("DeductStock ran %d times, want 4", n)
+	}
+	if n := s.ran("RestoreStock"); n != 0 {
+		t.Fatalf("RestoreStock ran %d times on a paid order", n)
+	}
+}
+
+func TestNotifyFailureDoesNotFailTheOrder(t *testing.T) {
+	env, _ := newEnv(t, map[string]step{"Notify": func(context.Context) error { return errors.New("redis down") }})
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(SignalPay, nil) }, time.Minute)
+	if st := run(t, env, OrderInput{Order: testRef}); st.Status != domain.StatusPaid {
+		t.Fatalf("status = %s, want PAID", st.Status)
+	}
+}
