@@ -359,4 +359,3 @@ func (b *backoff) wait(ctx context.Context) {
 	}
 	b.d = min(2*b.d, 5*time.Second)
 }
-

@@ -13,7 +13,7 @@ import (
 
 	"entgo.io/ent/dialect"
 	entsql "entgo.io/ent/dialect/sql"
-	_ "github.com/lib/pq" // the Postgres driver
+	_ "github.com/lib/pq"  // the Postgres driver
 	_ "modernc.org/sqlite" // the embedded database of dev mode, pure Go
 
 	"github.com/seckill/seckill/ent"
