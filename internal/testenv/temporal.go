@@ -122,7 +122,7 @@ func (tp *Temporal) Start() {
 	if tp.cmd != nil {
 		tp.t.Fatal("temporal already running")
 	}
-	cmd := exec.Command(tp.bin, "temporal", "--port", fmt.Sprint(tp.port), "--ui-port", "-1", "--data-dir", tp.dataDir)
+	cmd := exec.Command(tp.bin, "temporal", "--port", fmt.Sprint(tp.port), "--ui-port=-1", "--data-dir", tp.dataDir)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		tp.t.Fatal(err)

@@ -1,0 +1,177 @@
+package relay_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-redsync/redsync/v4"
+	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
+	"github.com/redis/go-redis/v9"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/orderid"
+	"github.com/seckill/seckill/relay"
+	"github.com/seckill/seckill/stock"
+	"github.com/seckill/seckill/workflows"
+)
+
+// admit warms a sale and reserves n units for n buyers, queueing n intents.
+func admit(t *testing.T, st *stock.Stock, sale int64, n int) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := st.Warm(ctx, stock.Sale{ID: sale, PriceCents: 100, Remaining: n,
+		StartsAt: time.Now().Add(-time.Minute), EndsAt: time.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	ids := orderid.New(3)
+	for i := range n {
+		if _, err := st.Reserve(ctx, sale, fmt.Sprintf("buyer-%d", i), ids.Next()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func newStock(t *testing.T) (*stock.Stock, *redis.Client) {
+	rdb, _ := testenv.Redis(t)
+	return stock.New(rdb, redsync.New(goredis.NewPool(rdb))), rdb
+}
+
+// workflowsOf counts the order workflows of a sale that Temporal knows.
+func workflowsOf(ctx context.Context, c client.Client, sale int64) (int64, error) {
+	resp, err := c.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{
+		Query: fmt.Sprintf("SaleId = '%d'", sale),
+	})
+	return resp.GetCount(), err
+}
+
+func run(t *testing.T, r *relay.Relay) context.CancelFunc {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = r.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return cancel
+}
+
+func TestIntentsQueuedWhileTemporalIsDownAllStart(t *testing.T) {
+	st, rdb := newStock(t)
+	tp := testenv.NewTemporal(t) // not running yet
+	c := tp.Client()
+	admit(t, st, 1, 30)
+
+	r := relay.New(st, relay.TemporalStarter{Client: c}, relay.Options{Consumer: "a"})
+	run(t, r)
+	// The relay is trying and failing; nothing is lost meanwhile.
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if r.Counts().Failures == 0 {
+			return fmt.Errorf("no start attempted yet")
+		}
+		return nil
+	})
+	if n := rdb.XLen(context.Background(), stock.KeysFor(1).Intents).Val(); n != 30 {
+		t.Fatalf("backlog while Temporal is down = %d, want 30", n)
+	}
+
+	tp.Start()
+	ctx := context.Background()
+	testenv.Eventually(t, 60*time.Second, func() error {
+		if got := r.Counts().Created; got != 30 {
+			return fmt.Errorf("%d of 30 workflows started", got)
+		}
+		return nil
+	})
+	testenv.Eventually(t, 30*time.Second, func() error {
+		n, err := workflowsOf(ctx, c, 1)
+		if err == nil && n != 30 {
+			err = fmt.Errorf("temporal lists %d order workflows, want 30", n)
+		}
+		return err
+	})
+	if n := rdb.XLen(ctx, stock.KeysFor(1).Intents).Val(); n != 0 {
+		t.Fatalf("backlog after the starts = %d, want 0", n)
+	}
+}
+
+func TestCrashedRelaysIntentsAreReclaimedOnce(t *testing.T) {
+	st, rdb := newStock(t)
+	tp := testenv.StartTemporal(t)
+	c := tp.Client()
+	ctx := context.Background()
+	const n = 40
+	admit(t, st, 2, n)
+
+	// Relay "doomed" reads the intents and dies before starting any.
+	crashed := make(chan struct{})
+	var once sync.Once
+	doomedCtx, kill := context.WithCancel(ctx)
+	doomed := relay.New(st, relay.TemporalStarter{Client: c}, relay.Options{
+		Consumer: "doomed",
+		BeforeStart: func(context.Context, []int64) {
+			once.Do(func() { kill(); close(crashed) })
+		},
+	})
+	go func() { _ = doomed.Run(doomedCtx) }()
+	<-crashed
+	pending, err := rdb.XPending(ctx, stock.KeysFor(2).Intents, "relay").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pending.Count != n || pending.Consumers["doomed"] != n {
+		t.Fatalf("pending = %+v, want all %d held by the crashed relay", pending, n)
+	}
+
+	// Two live relays share the group; whoever reclaims, each order starts once.
+	opts := relay.Options{MinIdle: 500 * time.Millisecond}
+	var relays []*relay.Relay
+	for _, name := range []string{"b", "c"} {
+		o := opts
+		o.Consumer = name
+		r := relay.New(st, relay.TemporalStarter{Client: c}, o)
+		relays = append(relays, r)
+		run(t, r)
+	}
+	created := func() int64 {
+		var sum int64
+		for _, r := range relays {
+			sum += r.Counts().Created
+		}
+		return sum
+	}
+	testenv.Eventually(t, 60*time.Second, func() error {
+		if got := created(); got != n {
+			return fmt.Errorf("%d of %d workflows started", got, n)
+		}
+		return nil
+	})
+	testenv.Eventually(t, 30*time.Second, func() error {
+		got, err := workflowsOf(ctx, c, 2)
+		if err == nil && got != n {
+			err = fmt.Errorf("temporal lists %d order workflows, want %d", got, n)
+		}
+		return err
+	})
+	if got := created(); got != n {
+		t.Fatalf("relays created %d workflows, want exactly %d", got, n)
+	}
+	if p, _ := rdb.XPending(ctx, stock.KeysFor(2).Intents, "relay").Result(); p.Count != 0 {
+		t.Fatalf("%d intents still pending", p.Count)
+	}
+}
+
+func TestStartIsIdempotentPerOrder(t *testing.T) {
+	tp := testenv.StartTemporal(t)
+	starter := relay.TemporalStarter{Client: tp.Client()}
+	ctx := context.Background()
+	in := workflows.OrderInput{Order: domain.OrderRef{OrderID: 77, SaleID: 3, UserID: "u", AmountCents: 1}}
+	for i, want := range []bool{true, false, false} {
+		created, err := starter.Start(ctx, in)
+		if err != nil || created != want {
+			t.Fatalf("start #%d: created=%v err=%v; want created=%v", i+1, created, err, want)
+		}
+	}
+}
