@@ -31,7 +31,7 @@ func admit(t *testing.T, st *stock.Stock, sale int64, n int) {
 	}
 	ids := orderid.New(3)
 	for i := range n {
-		if _, err := st.Reserve(ctx, sale, fmt.Sprintf("buyer-%d", i), ids.Next()); err != nil {
+		if _, err := st.Reserve(ctx, sale, fmt.Sprintf("buyer-%d", i), ids.Next(), ""); err != nil {
 			t.Fatal(err)
 		}
 	}

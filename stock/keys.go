@@ -9,12 +9,13 @@ type Keys struct {
 	Stock   string // remaining units
 	Buyers  string // hash: user id -> order id of the unit they hold
 	Intents string // stream of admitted orders waiting for their workflow
+	Idem    string // hash: user id -> Idempotency-Key of their winning request
 }
 
 // KeysFor returns the keys of sale id.
 func KeysFor(saleID int64) Keys {
 	p := "seckill:{sale:" + strconv.FormatInt(saleID, 10) + "}:"
-	return Keys{Meta: p + "meta", Stock: p + "stock", Buyers: p + "buyers", Intents: p + "intents"}
+	return Keys{Meta: p + "meta", Stock: p + "stock", Buyers: p + "buyers", Intents: p + "intents", Idem: p + "idem"}
 }
 
 // SalesKey is the set of sale ids loaded into Redis. The relay reads it to

@@ -49,12 +49,14 @@ func (s *Stock) Client() redis.UniversalClient { return s.rdb }
 // Reserve admits userID to sale saleID under the freshly minted orderID.
 // It returns the order id that holds the buyer's unit, or one of
 // domain.ErrSoldOut, ErrNotStarted, ErrEnded, ErrUnknownSale (not warmed),
-// *domain.AlreadyPurchasedError, or a wrapped Redis error.
-func (s *Stock) Reserve(ctx context.Context, saleID int64, userID string, orderID int64) (int64, error) {
+// *domain.AlreadyPurchasedError, or a wrapped Redis error. idemKey, if not
+// empty, is the request's Idempotency-Key: a retry with the key of the
+// request that won gets that order back as a success.
+func (s *Stock) Reserve(ctx context.Context, saleID int64, userID string, orderID int64, idemKey string) (int64, error) {
 	k := KeysFor(saleID)
 	res, err := reserveScript.Run(ctx, s.rdb,
-		[]string{k.Meta, k.Stock, k.Buyers, k.Intents},
-		userID, strconv.FormatInt(orderID, 10)).Slice()
+		[]string{k.Meta, k.Stock, k.Buyers, k.Intents, k.Idem},
+		userID, strconv.FormatInt(orderID, 10), idemKey).Slice()
 	if err != nil {
 		return 0, fmt.Errorf("reserve: %w", err)
 	}
@@ -65,10 +67,13 @@ func (s *Stock) Reserve(ctx context.Context, saleID int64, userID string, orderI
 	switch code {
 	case 0:
 		return orderID, nil
-	case 1:
+	case 1, 6:
 		id, err := strconv.ParseInt(fmt.Sprint(res[1]), 10, 64)
 		if err != nil {
 			return 0, fmt.Errorf("reserve: bad order id %q: %w", res[1], err)
+		}
+		if code == 6 {
+			return id, nil
 		}
 		return 0, &domain.AlreadyPurchasedError{OrderID: id}
 	case 2:
@@ -88,7 +93,7 @@ func (s *Stock) Reserve(ctx context.Context, saleID int64, userID string, orderI
 // harmless. A released unit is announced on RestockChannel.
 func (s *Stock) Release(ctx context.Context, saleID int64, userID string, orderID int64) (bool, error) {
 	k := KeysFor(saleID)
-	n, err := releaseScript.Run(ctx, s.rdb, []string{k.Stock, k.Buyers}, userID, strconv.FormatInt(orderID, 10)).Int()
+	n, err := releaseScript.Run(ctx, s.rdb, []string{k.Stock, k.Buyers, k.Idem}, userID, strconv.FormatInt(orderID, 10)).Int()
 	if err != nil {
 		return false, fmt.Errorf("release: %w", err)
 	}
@@ -132,7 +137,7 @@ func (s *Stock) load(ctx context.Context, sale Sale) (bool, error) {
 	for user, order := range sale.Buyers {
 		args = append(args, user, strconv.FormatInt(order, 10))
 	}
-	n, err := warmScript.Run(ctx, s.rdb, []string{k.Meta, k.Stock, k.Buyers}, args...).Int()
+	n, err := warmScript.Run(ctx, s.rdb, []string{k.Meta, k.Stock, k.Buyers, k.Idem}, args...).Int()
 	if err != nil {
 		return false, fmt.Errorf("warm sale %d: %w", sale.ID, err)
 	}

@@ -53,7 +53,7 @@ func TestReserveNeverOversells(t *testing.T) {
 	for i := range 1000 {
 		wg.Go(func() {
 			user := fmt.Sprintf("user-%d", i)
-			id, err := st.Reserve(ctx, 1, user, ids.Next())
+			id, err := st.Reserve(ctx, 1, user, ids.Next(), "")
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -105,7 +105,7 @@ func TestReserveOneUnitPerBuyer(t *testing.T) {
 	)
 	for range 50 {
 		wg.Go(func() {
-			id, err := st.Reserve(ctx, 2, "alice", ids.Next())
+			id, err := st.Reserve(ctx, 2, "alice", ids.Next(), "")
 			var already *domain.AlreadyPurchasedError
 			mu.Lock()
 			defer mu.Unlock()
@@ -137,7 +137,7 @@ func TestReleaseIsIdempotentAndOnlyFreesItsOwnOrder(t *testing.T) {
 	st, _ := newStock(t)
 	ctx := context.Background()
 	openSale(t, st, 3, 1)
-	first, err := st.Reserve(ctx, 3, "bob", 1001)
+	first, err := st.Reserve(ctx, 3, "bob", 1001, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +158,7 @@ func TestReleaseIsIdempotentAndOnlyFreesItsOwnOrder(t *testing.T) {
 	}
 	// Bob buys again; the stale release of his first order must not free
 	// the unit of his second.
-	second, err := st.Reserve(ctx, 3, "bob", 1002)
+	second, err := st.Reserve(ctx, 3, "bob", 1002, "")
 	if err != nil || second != 1002 {
 		t.Fatalf("buy again: %d, %v", second, err)
 	}
@@ -189,7 +189,7 @@ func TestReserveWindowAndUnknownSale(t *testing.T) {
 		{11, domain.ErrEnded},
 		{12, domain.ErrUnknownSale},
 	} {
-		if _, err := st.Reserve(ctx, tc.sale, "dave", 7); !errors.Is(err, tc.want) {
+		if _, err := st.Reserve(ctx, tc.sale, "dave", 7, ""); !errors.Is(err, tc.want) {
 			t.Errorf("sale %d: err = %v, want %v", tc.sale, err, tc.want)
 		}
 		if s, _ := st.Inspect(ctx, tc.sale); s.Backlog != 0 {
@@ -202,7 +202,7 @@ func TestWarmDoesNotResetASaleInProgress(t *testing.T) {
 	st, _ := newStock(t)
 	ctx := context.Background()
 	openSale(t, st, 4, 5)
-	if _, err := st.Reserve(ctx, 4, "erin", 1); err != nil {
+	if _, err := st.Reserve(ctx, 4, "erin", 1, ""); err != nil {
 		t.Fatal(err)
 	}
 	loaded, err := st.Warm(ctx, stock.Sale{ID: 4, Remaining: 5, StartsAt: time.Now().Add(-time.Minute), EndsAt: time.Now().Add(time.Hour)})
@@ -226,7 +226,7 @@ func TestWarmRestoresBuyers(t *testing.T) {
 		t.Fatal(err)
 	}
 	var already *domain.AlreadyPurchasedError
-	if _, err := st.Reserve(ctx, 5, "frank", 78); !errors.As(err, &already) || already.OrderID != 77 {
+	if _, err := st.Reserve(ctx, 5, "frank", 78, ""); !errors.As(err, &already) || already.OrderID != 77 {
 		t.Fatalf("reserve by a restored buyer: %v; want already purchased order 77", err)
 	}
 }
@@ -235,7 +235,7 @@ func TestScriptsSurviveScriptCacheFlush(t *testing.T) {
 	st, rdb := newStock(t)
 	ctx := context.Background()
 	openSale(t, st, 6, 3)
-	if _, err := st.Reserve(ctx, 6, "gina", 1); err != nil {
+	if _, err := st.Reserve(ctx, 6, "gina", 1, ""); err != nil {
 		t.Fatal(err)
 	}
 	// A Redis restart or failover empties the script cache: EVALSHA then
@@ -243,7 +243,7 @@ func TestScriptsSurviveScriptCacheFlush(t *testing.T) {
 	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Reserve(ctx, 6, "hank", 2); err != nil {
+	if _, err := st.Reserve(ctx, 6, "hank", 2, ""); err != nil {
 		t.Fatalf("reserve after SCRIPT FLUSH: %v", err)
 	}
 }
@@ -283,5 +283,37 @@ func TestKeysOfASaleShareOneSlot(t *testing.T) {
 	}
 	if len(slots) < 2 {
 		t.Fatal("different sales should spread over slots")
+	}
+}
+
+func TestIdempotencyKeyReplaysTheWinningRequest(t *testing.T) {
+	st, _ := newStock(t)
+	ctx := context.Background()
+	openSale(t, st, 7, 5)
+	id, err := st.Reserve(ctx, 7, "ida", 500, "key-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same request retried (same key): the same order, as a success.
+	if again, err := st.Reserve(ctx, 7, "ida", 501, "key-1"); err != nil || again != id {
+		t.Fatalf("retry with the same key = %d, %v; want %d", again, err, id)
+	}
+	// Another request of the same buyer: already purchased.
+	var already *domain.AlreadyPurchasedError
+	if _, err := st.Reserve(ctx, 7, "ida", 502, "key-2"); !errors.As(err, &already) || already.OrderID != id {
+		t.Fatalf("another key: %v, want already purchased %d", err, id)
+	}
+	if _, err := st.Reserve(ctx, 7, "ida", 503, ""); !errors.As(err, &already) {
+		t.Fatalf("no key: %v, want already purchased", err)
+	}
+	if left, _ := st.Remaining(ctx, 7); left != 4 {
+		t.Fatalf("remaining = %d, want 4: retries must not take units", left)
+	}
+	// After a release the old key no longer replays a dead order.
+	if ok, _ := st.Release(ctx, 7, "ida", id); !ok {
+		t.Fatal("release failed")
+	}
+	if next, err := st.Reserve(ctx, 7, "ida", 504, "key-1"); err != nil || next != 504 {
+		t.Fatalf("buying again after release = %d, %v; want the new order 504", next, err)
 	}
 }

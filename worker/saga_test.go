@@ -68,7 +68,7 @@ func TestSaleEndToEnd(t *testing.T) {
 	for i := range buyers {
 		wg.Go(func() {
 			user := fmt.Sprintf("buyer-%03d", i)
-			id, err := st.Reserve(ctx, sale.ID, user, ids.Next())
+			id, err := st.Reserve(ctx, sale.ID, user, ids.Next(), "")
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -146,7 +146,7 @@ func TestSaleEndToEnd(t *testing.T) {
 		}
 	}
 	// The cancelled units can be bought again.
-	if _, err := st.Reserve(ctx, sale.ID, "late-buyer", ids.Next()); err != nil {
+	if _, err := st.Reserve(ctx, sale.ID, "late-buyer", ids.Next(), ""); err != nil {
 		t.Fatalf("buying a returned unit: %v", err)
 	}
 }

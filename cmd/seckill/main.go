@@ -20,10 +20,14 @@ type CLI struct {
 	LogLevel  string `name:"log-level" env:"SECKILL_LOG_LEVEL" default:"info" enum:"debug,info,warn,error" help:"Minimum level of log lines (${enum})."`
 	LogFormat string `name:"log-format" env:"SECKILL_LOG_FORMAT" default:"text" enum:"text,json" help:"Log line format (${enum})."`
 
-	Temporal TemporalCmd `cmd:"" help:"Run the embedded Temporal dev server (with its Web UI) on its own."`
-	Migrate  MigrateCmd  `cmd:"" help:"Create or update the database schema and register the Temporal search attributes."`
-	Worker   WorkerCmd   `cmd:"" help:"Run the order saga worker."`
-	Audit    AuditCmd    `cmd:"" help:"Check the SPEC invariants of a sale; exits 1 on any violation."`
+	Dev         DevCmd         `cmd:"" help:"Run the whole system in one process with nothing installed (embedded Temporal + Web UI, Redis, database)."`
+	Serve       ServeCmd       `cmd:"" help:"Run an api instance (REST API, websocket, relay)."`
+	Temporal    TemporalCmd    `cmd:"" help:"Run the embedded Temporal dev server (with its Web UI) on its own."`
+	Migrate     MigrateCmd     `cmd:"" help:"Create or update the database schema and register the Temporal search attributes."`
+	Worker      WorkerCmd      `cmd:"" help:"Run the order saga worker."`
+	Audit       AuditCmd       `cmd:"" help:"Check the SPEC invariants of a sale; exits 1 on any violation."`
+	Token       TokenCmd       `cmd:"" help:"Print a signed bearer token."`
+	Healthcheck HealthcheckCmd `cmd:"" help:"Probe a URL; exit 0 on 200 (container healthchecks)."`
 }
 
 func main() {

@@ -1,0 +1,43 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/seckill/seckill/auth"
+)
+
+// DevToken is a token minted by dev mode.
+type DevToken struct {
+	Token  string `json:"token"`
+	UserID string `json:"user_id"`
+	Role   string `json:"role"`
+}
+
+// registerDevTokens adds POST /v1/dev/token: anyone may become anyone. It
+// exists only in dev mode, for the demo page's "new buyer" button.
+func (s *Server) registerDevTokens() {
+	huma.Register(s.api, huma.Operation{
+		OperationID: "dev-token", Method: http.MethodPost, Path: "/v1/dev/token",
+		Summary: "Mint a token (dev mode only)", Tags: []string{"dev"}, MaxBodyBytes: 1 << 10,
+		Errors: []int{422},
+	}, func(ctx context.Context, in *struct {
+		Body struct {
+			UserID string `json:"user_id" minLength:"1" maxLength:"128" pattern:"^[A-Za-z0-9._@-]+$"`
+			Role   string `json:"role,omitempty" enum:"buyer,admin" default:"buyer"`
+		}
+	}) (*struct{ Body DevToken }, error) {
+		role := in.Body.Role
+		if role == "" {
+			role = auth.RoleBuyer
+		}
+		tok, err := s.deps.Signer.Mint(in.Body.UserID, role, 24*time.Hour)
+		if err != nil {
+			return nil, huma.Error422UnprocessableEntity(err.Error())
+		}
+		return &struct{ Body DevToken }{DevToken{Token: tok, UserID: in.Body.UserID, Role: role}}, nil
+	})
+}

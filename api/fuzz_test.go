@@ -1,0 +1,78 @@
+package api_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-redsync/redsync/v4"
+	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
+	"go.temporal.io/sdk/client"
+
+	"github.com/seckill/seckill/api"
+	"github.com/seckill/seckill/auth"
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/orderid"
+	"github.com/seckill/seckill/stock"
+)
+
+// FuzzCreateSale sends arbitrary bodies to POST /v1/sales: every answer is
+// a 201 with a sane sale, or a 4xx problem+json; never a 5xx.
+func FuzzCreateSale(f *testing.F) {
+	for _, seed := range []string{
+		`{"name":"tv","price_cents":100,"stock":10,"starts_at":"2026-01-01T00:00:00Z","ends_at":"2026-01-02T00:00:00Z"}`,
+		`{"name":"tv","price_cents":100,"stock":10,"starts_at":"2026-01-02T00:00:00Z","ends_at":"2026-01-01T00:00:00Z"}`,
+		`{"name":"","price_cents":-1,"stock":"x"}`,
+		`{"name":"tv","price_cents":1e400,"stock":10}`,
+		`{"name":"\u0000","price_cents":0,"stock":1,"starts_at":"0000-01-01T00:00:00Z","ends_at":"9999-12-31T23:59:59Z"}`,
+		`[]`, `null`, `{`, ``, `{"a":{"a":{"a":{"a":[[[[[[[]]]]]]]}}}}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	db := testenv.Store(f)
+	rdb, _ := testenv.Redis(f)
+	signer, _ := auth.NewSigner(secret)
+	// Sale creation does not need Temporal; a lazy client to nowhere is enough.
+	tc, err := client.NewLazyClient(client.Options{HostPort: fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(f))})
+	if err != nil {
+		f.Fatal(err)
+	}
+	srv := api.New(api.Config{}, api.Deps{
+		Store: db, Stock: stock.New(rdb, redsync.New(goredis.NewPool(rdb))), Temporal: tc, Signer: signer, IDs: orderid.New(2),
+	})
+	hs := httptest.NewServer(srv.Handler())
+	f.Cleanup(hs.Close)
+	admin, _ := signer.Mint("ops", auth.RoleAdmin, time.Hour)
+
+	f.Fuzz(func(t *testing.T, body []byte) {
+		req, _ := http.NewRequest("POST", hs.URL+"/v1/sales", strings.NewReader(string(body)))
+		req.Header.Set("Authorization", "Bearer "+admin)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		switch {
+		case resp.StatusCode == http.StatusCreated:
+			var sale api.Sale
+			if err := json.NewDecoder(resp.Body).Decode(&sale); err != nil {
+				t.Fatal(err)
+			}
+			if sale.Stock < 1 || sale.PriceCents < 0 || !sale.EndsAt.After(sale.StartsAt) || sale.Name == "" {
+				t.Fatalf("accepted an invalid sale %+v from %q", sale, body)
+			}
+		case resp.StatusCode >= 400 && resp.StatusCode < 500:
+			var p api.Problem
+			if err := json.NewDecoder(resp.Body).Decode(&p); err != nil || p.Code == "" {
+				t.Fatalf("4xx without a problem body: %v %+v", err, p)
+			}
+		default:
+			t.Fatalf("status %d for body %q", resp.StatusCode, body)
+		}
+	})
+}

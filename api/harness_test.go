@@ -1,0 +1,265 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-redsync/redsync/v4"
+	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
+	"github.com/gorilla/websocket"
+	"github.com/redis/go-redis/v9"
+	"go.temporal.io/sdk/client"
+
+	"github.com/seckill/seckill/activities"
+	"github.com/seckill/seckill/api"
+	"github.com/seckill/seckill/auth"
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/events"
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/orderid"
+	"github.com/seckill/seckill/stock"
+	"github.com/seckill/seckill/store"
+	"github.com/seckill/seckill/worker"
+)
+
+const secret = "test-secret-test-secret-test-secret"
+
+// system is a running seckill against real Postgres, Redis and Temporal,
+// served over real HTTP.
+type system struct {
+	t        *testing.T
+	url      string
+	store    *store.Store
+	stock    *stock.Stock
+	redis    *redis.Client
+	temporal *testenv.Temporal
+	tc       client.Client
+	signer   *auth.Signer
+	srv      *api.Server
+}
+
+type options struct {
+	temporalDown bool   // Temporal is not started
+	redisAddr    string // Redis the api uses instead of the test one
+	cfg          api.Config
+}
+
+func start(t *testing.T, o options) *system {
+	t.Helper()
+	s := &system{t: t, store: testenv.Store(t)}
+	s.redis, _ = testenv.Redis(t)
+	apiRedis := s.redis
+	if o.redisAddr != "" {
+		apiRedis = redis.NewClient(&redis.Options{Addr: o.redisAddr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+		t.Cleanup(func() { apiRedis.Close() })
+	}
+	s.stock = stock.New(s.redis, redsync.New(goredis.NewPool(s.redis)))
+	apiStock := stock.New(apiRedis, redsync.New(goredis.NewPool(apiRedis)))
+	s.temporal = testenv.NewTemporal(t)
+	if !o.temporalDown {
+		s.temporal.Start()
+	}
+	s.tc = s.temporal.Client()
+	var err error
+	if s.signer, err = auth.NewSigner(secret); err != nil {
+		t.Fatal(err)
+	}
+	if !o.temporalDown {
+		s.startWorker()
+	}
+	s.srv = api.New(o.cfg, api.Deps{Store: s.store, Stock: apiStock, Temporal: s.tc, Signer: s.signer, IDs: orderid.New(1)})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = s.srv.Run(ctx); close(done) }()
+	hs := httptest.NewServer(s.srv.Handler())
+	t.Cleanup(func() { hs.Close(); cancel(); <-done })
+	s.url = hs.URL
+	return s
+}
+
+// startWorker runs the order saga worker (it needs Temporal up to start).
+func (s *system) startWorker() {
+	s.t.Helper()
+	w := worker.New(s.tc, &activities.Activities{Store: s.store, Stock: s.stock, Events: events.NewPublisher(s.redis)}, worker.Options{})
+	if err := w.Start(); err != nil {
+		s.t.Fatal(err)
+	}
+	s.t.Cleanup(w.Stop)
+}
+
+func (s *system) token(user, role string) string {
+	s.t.Helper()
+	tok, err := s.signer.Mint(user, role, time.Hour)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return tok
+}
+
+// response is an HTTP answer with its decoded JSON body.
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (r response) decode(t *testing.T, v any) {
+	t.Helper()
+	if err := json.Unmarshal(r.body, v); err != nil {
+		t.Fatalf("decode %s: %v", r.body, err)
+	}
+}
+
+func (r response) problem(t *testing.T) api.Problem {
+	t.Helper()
+	if ct := r.header.Get("Content-Type"); !strings.HasPrefix(ct, "application/problem+json") {
+		t.Fatalf("content type %q, want application/problem+json (body %s)", ct, r.body)
+	}
+	var p api.Problem
+	r.decode(t, &p)
+	return p
+}
+
+func (s *system) do(method, path, token string, body any, header ...string) response {
+	s.t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case []byte:
+		rd = bytes.NewReader(b)
+	case string:
+		rd = strings.NewReader(b)
+	default:
+		j, _ := json.Marshal(b)
+		rd = bytes.NewReader(j)
+	}
+	req, err := http.NewRequest(method, s.url+path, rd)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return response{status: resp.StatusCode, header: resp.Header, body: b}
+}
+
+// createSale creates a sale that is open now.
+func (s *system) createSale(units int) api.Sale {
+	s.t.Helper()
+	r := s.do("POST", "/v1/sales", s.token("ops", auth.RoleAdmin), map[string]any{
+		"name": "flash phone", "price_cents": 19900, "stock": units,
+		"starts_at": time.Now().Add(-time.Second), "ends_at": time.Now().Add(time.Hour),
+	})
+	if r.status != http.StatusCreated {
+		s.t.Fatalf("create sale: %d %s", r.status, r.body)
+	}
+	var sale api.Sale
+	r.decode(s.t, &sale)
+	return sale
+}
+
+func (s *system) sale(id string) api.Sale {
+	s.t.Helper()
+	r := s.do("GET", "/v1/sales/"+id, "", nil)
+	if r.status != http.StatusOK {
+		s.t.Fatalf("get sale: %d %s", r.status, r.body)
+	}
+	var sale api.Sale
+	r.decode(s.t, &sale)
+	return sale
+}
+
+func (s *system) buy(saleID, user string) response {
+	s.t.Helper()
+	return s.do("POST", "/v1/sales/"+saleID+"/orders", s.token(user, auth.RoleBuyer), nil)
+}
+
+func (s *system) getOrder(id, user string) (api.Order, response) {
+	s.t.Helper()
+	r := s.do("GET", "/v1/orders/"+id, s.token(user, auth.RoleBuyer), nil)
+	var o api.Order
+	if r.status == http.StatusOK {
+		r.decode(s.t, &o)
+	}
+	return o, r
+}
+
+// waitStatus waits until the order reaches status.
+func (s *system) waitStatus(id, user string, status domain.Status) {
+	s.t.Helper()
+	testenv.Eventually(s.t, 2*time.Minute, func() error {
+		o, r := s.getOrder(id, user)
+		if r.status != http.StatusOK || o.Status != status {
+			return fmt.Errorf("order %s: %d %s, want %s", id, r.status, o.Status, status)
+		}
+		return nil
+	})
+}
+
+// socket is a buyer's websocket, collecting events.
+type socket struct {
+	conn   *websocket.Conn
+	events chan domain.Event
+}
+
+func (s *system) connect(user string) *socket {
+	s.t.Helper()
+	u := "ws" + strings.TrimPrefix(s.url, "http") + "/v1/ws?access_token=" + s.token(user, auth.RoleBuyer)
+	conn, resp, err := websocket.DefaultDialer.Dial(u, nil)
+	if err != nil {
+		s.t.Fatalf("websocket for %s: %v (%v)", user, err, resp)
+	}
+	sk := &socket{conn: conn, events: make(chan domain.Event, 256)}
+	go func() {
+		defer close(sk.events)
+		for {
+			var e domain.Event
+			if err := conn.ReadJSON(&e); err != nil {
+				return
+			}
+			sk.events <- e
+		}
+	}()
+	s.t.Cleanup(func() { conn.Close() })
+	return sk
+}
+
+// await returns the first event of order with status, failing after a
+// minute.
+func (sk *socket) await(t *testing.T, orderID string, status domain.Status) domain.Event {
+	t.Helper()
+	timeout := time.After(2 * time.Minute)
+	for {
+		select {
+		case e, ok := <-sk.events:
+			if !ok {
+				t.Fatalf("socket closed before order %s reached %s", orderID, status)
+			}
+			if e.OrderID == orderID && e.Status == status {
+				return e
+			}
+		case <-timeout:
+			t.Fatalf("no %s event for order %s", status, orderID)
+		}
+	}
+}

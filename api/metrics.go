@@ -1,0 +1,48 @@
+package api
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the api's Prometheus series.
+type metrics struct {
+	purchases *prometheus.CounterVec
+	admission prometheus.Histogram
+}
+
+func newMetrics(reg *prometheus.Registry, s *Server) *metrics {
+	m := &metrics{
+		purchases: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "seckill_purchases_total",
+			Help: "Purchase requests by outcome code (ACCEPTED or the error code).",
+		}, []string{"code"}),
+		admission: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "seckill_admission_seconds",
+			Help:    "Time to answer a purchase request, from handler entry to answer.",
+			Buckets: []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .25, .5, 1, 2.5},
+		}),
+	}
+	reg.MustRegister(m.purchases, m.admission,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "seckill_websocket_connections", Help: "Open result websockets on this instance.",
+		}, func() float64 { return float64(s.hub.Connections()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "seckill_relay_workflows_started_total", Help: "Order workflows this instance's relay started.",
+		}, func() float64 { return float64(s.relay.Counts().Created) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "seckill_relay_start_failures_total", Help: "Workflow start attempts that failed and will be retried.",
+		}, func() float64 { return float64(s.relay.Counts().Failures) }),
+	)
+	return m
+}
+
+func (m *metrics) observePurchase(err error, d time.Duration) {
+	m.admission.Observe(d.Seconds())
+	code := "ACCEPTED"
+	if err != nil {
+		code = problemFor(err).Code
+	}
+	m.purchases.WithLabelValues(code).Inc()
+}

@@ -1,0 +1,175 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/seckill/seckill/domain"
+)
+
+// Problem is an RFC 9457 problem+json body with a stable machine-readable
+// code, the field clients branch on.
+type Problem struct {
+	huma.ErrorModel
+	Code    string `json:"code" doc:"Stable machine-readable error code." example:"SOLD_OUT"`
+	OrderID string `json:"order_id,omitempty" doc:"With ALREADY_PURCHASED: the buyer's existing order."`
+}
+
+// Error codes.
+const (
+	CodeBadRequest       = "BAD_REQUEST"
+	CodeValidation       = "VALIDATION_FAILED"
+	CodeUnauthorized     = "UNAUTHORIZED"
+	CodeForbidden        = "FORBIDDEN"
+	CodeNotFound         = "NOT_FOUND"
+	CodeSoldOut          = "SOLD_OUT"
+	CodeNotStarted       = "NOT_STARTED"
+	CodeEnded            = "ENDED"
+	CodeAlreadyPurchased = "ALREADY_PURCHASED"
+	CodeInvalidState     = "INVALID_STATE"
+	CodeTooLarge         = "BODY_TOO_LARGE"
+	CodeRateLimited      = "RATE_LIMITED"
+	CodeUnavailable      = "UNAVAILABLE"
+	CodeInternal         = "INTERNAL"
+)
+
+var codeByStatus = map[int]string{
+	http.StatusBadRequest:            CodeBadRequest,
+	http.StatusUnauthorized:          CodeUnauthorized,
+	http.StatusForbidden:             CodeForbidden,
+	http.StatusNotFound:              CodeNotFound,
+	http.StatusConflict:              CodeInvalidState,
+	http.StatusRequestEntityTooLarge: CodeTooLarge,
+	http.StatusUnprocessableEntity:   CodeValidation,
+	http.StatusTooManyRequests:       CodeRateLimited,
+	http.StatusServiceUnavailable:    CodeUnavailable,
+}
+
+func init() {
+	// Every error huma writes (validation, body size, our own) becomes a
+	// Problem with a code.
+	huma.NewError = func(status int, msg string, errs ...error) huma.StatusError {
+		details := make([]*huma.ErrorDetail, 0, len(errs))
+		for _, err := range errs {
+			if err == nil {
+				continue
+			}
+			if d, ok := err.(huma.ErrorDetailer); ok {
+				details = append(details, d.ErrorDetail())
+			} else {
+				details = append(details, &huma.ErrorDetail{Message: err.Error()})
+			}
+		}
+		code, ok := codeByStatus[status]
+		if !ok {
+			code = CodeInternal
+			if status < 500 {
+				code = CodeBadRequest
+			}
+		}
+		return &Problem{
+			ErrorModel: huma.ErrorModel{Status: status, Title: http.StatusText(status), Detail: msg, Errors: details},
+			Code:       code,
+		}
+	}
+}
+
+func problem(status int, code, detail string) *Problem {
+	p := huma.NewError(status, detail).(*Problem)
+	p.Code = code
+	return p
+}
+
+// rateLimited is a 429 with Retry-After.
+func rateLimited(retry time.Duration) error {
+	secs := max(1, int(retry.Round(time.Second)/time.Second))
+	return huma.ErrorWithHeaders(
+		problem(http.StatusTooManyRequests, CodeRateLimited, "too many requests; retry after "+strconv.Itoa(secs)+"s"),
+		http.Header{"Retry-After": {strconv.Itoa(secs)}},
+	)
+}
+
+// toHTTP maps the outcome of a business call to the HTTP answer, logging
+// what the caller must not see.
+func toHTTP(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	var written huma.StatusError
+	if errors.As(err, &written) {
+		return err // an HTTP answer already (e.g. 429 with its headers)
+	}
+	p := problemFor(err)
+	switch {
+	case p.Status == http.StatusServiceUnavailable:
+		slog.WarnContext(ctx, "backing service unavailable", "err", err)
+	case p.Status >= 500:
+		// Internal details (SQL, addresses) stay in the log.
+		slog.ErrorContext(ctx, "request failed", "err", err)
+	}
+	return p
+}
+
+// problemFor is the one place where business errors meet status codes.
+func problemFor(err error) *Problem {
+	var (
+		already *domain.AlreadyPurchasedError
+		written *Problem
+	)
+	switch {
+	case errors.As(err, &written):
+		return written
+	case errors.As(err, &already):
+		p := problem(http.StatusConflict, CodeAlreadyPurchased, "you already hold a unit of this sale")
+		p.OrderID = strconv.FormatInt(already.OrderID, 10)
+		return p
+	case errors.Is(err, domain.ErrSoldOut):
+		return problem(http.StatusConflict, CodeSoldOut, "the sale is sold out")
+	case errors.Is(err, domain.ErrNotStarted):
+		return problem(http.StatusConflict, CodeNotStarted, "the sale has not started yet")
+	case errors.Is(err, domain.ErrEnded):
+		return problem(http.StatusConflict, CodeEnded, "the sale has ended")
+	case errors.Is(err, domain.ErrUnknownSale):
+		return problem(http.StatusNotFound, CodeNotFound, "no such sale")
+	case errors.Is(err, domain.ErrNotFound):
+		return problem(http.StatusNotFound, CodeNotFound, "no such order")
+	case errors.Is(err, domain.ErrConflict):
+		return problem(http.StatusConflict, CodeInvalidState, conflictDetail(err))
+	case errors.Is(err, domain.ErrUnavailable), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return problem(http.StatusServiceUnavailable, CodeUnavailable, "a backing service is unavailable; nothing was changed")
+	}
+	return problem(http.StatusInternalServerError, CodeInternal, "internal error")
+}
+
+// conflictDetail keeps the message our own code wrote ("order is PAID")
+// and nothing from below it.
+func conflictDetail(err error) string {
+	msg := err.Error()
+	if i := strings.Index(msg, domain.ErrConflict.Error()+": "); i >= 0 {
+		return msg[i+len(domain.ErrConflict.Error())+2:]
+	}
+	return "the order's status does not allow this"
+}
+
+// writeProblem writes p outside huma (the websocket handshake).
+func writeProblem(w http.ResponseWriter, p *Problem) {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(p.Status)
+	_ = json.NewEncoder(w).Encode(p)
+}
+
+// unavailable wraps an infrastructure error so toHTTP answers 503.
+func unavailable(err error) error {
+	if err == nil {
+		return nil
+	}
+	return errors.Join(domain.ErrUnavailable, err)
+}

@@ -1,0 +1,223 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/ent"
+	"github.com/seckill/seckill/ent/order"
+	"github.com/seckill/seckill/stock"
+	"github.com/seckill/seckill/store"
+)
+
+// Sale is a sale on the wire.
+type Sale struct {
+	ID         string    `json:"id" example:"1"`
+	Name       string    `json:"name"`
+	PriceCents int64     `json:"price_cents"`
+	Stock      int       `json:"stock" doc:"Units put on sale."`
+	Remaining  int       `json:"remaining" doc:"Units still available (live, from Redis)."`
+	State      string    `json:"state" enum:"upcoming,active,sold_out,ended"`
+	StartsAt   time.Time `json:"starts_at"`
+	EndsAt     time.Time `json:"ends_at"`
+}
+
+// CreateSaleBody is what an operator sends to create a sale.
+type CreateSaleBody struct {
+	Name       string    `json:"name" minLength:"1" maxLength:"200" doc:"Product name."`
+	PriceCents int64     `json:"price_cents" minimum:"0" maximum:"100000000000" doc:"Price in cents."`
+	Stock      int       `json:"stock" minimum:"1" maximum:"10000000" doc:"Units to sell."`
+	StartsAt   time.Time `json:"starts_at" doc:"When buying opens (RFC 3339)."`
+	EndsAt     time.Time `json:"ends_at" doc:"When buying closes (RFC 3339); after starts_at."`
+}
+
+// Resolve checks what the schema cannot: the window's order.
+func (b *CreateSaleBody) Resolve(huma.Context) []error {
+	if !b.EndsAt.After(b.StartsAt) {
+		return []error{&huma.ErrorDetail{Location: "body.ends_at", Message: "must be after starts_at", Value: b.EndsAt}}
+	}
+	if b.EndsAt.Sub(b.StartsAt) > 366*24*time.Hour {
+		return []error{&huma.ErrorDetail{Location: "body.ends_at", Message: "a sale lasts at most a year", Value: b.EndsAt}}
+	}
+	return nil
+}
+
+type saleIDPath struct {
+	ID int64 `path:"id" minimum:"1" doc:"Sale id."`
+}
+
+type saleOutput struct {
+	Body Sale
+}
+
+// SaleStats is the operator's view of a sale.
+type SaleStats struct {
+	SaleID         string         `json:"sale_id"`
+	Stock          int            `json:"stock"`
+	DBStock        int            `json:"db_stock" doc:"Units left in Postgres (the source of truth)."`
+	RedisRemaining int            `json:"redis_remaining" doc:"Units Redis may still admit."`
+	RedisBuyers    int64          `json:"redis_buyers" doc:"Buyers holding a unit in Redis."`
+	RelayBacklog   int64          `json:"relay_backlog" doc:"Admitted orders whose workflow has not started yet."`
+	Pending        int64          `json:"pending" doc:"Admitted orders without an order row yet."`
+	Orders         map[string]int `json:"orders" doc:"Order rows by status."`
+}
+
+func (s *Server) registerSales() {
+	huma.Register(s.api, huma.Operation{
+		OperationID: "create-sale", Method: http.MethodPost, Path: "/v1/sales",
+		Summary: "Create a sale (admin)", Tags: []string{"sales"},
+		Security: bearer, Metadata: map[string]any{adminOnly: true},
+		DefaultStatus: http.StatusCreated, MaxBodyBytes: 16 << 10,
+		Errors: []int{400, 401, 403, 413, 422, 503},
+	}, func(ctx context.Context, in *struct{ Body CreateSaleBody }) (*saleOutput, error) {
+		sl, err := s.deps.Store.CreateSale(ctx, store.NewSale{
+			Name: in.Body.Name, PriceCents: in.Body.PriceCents, Stock: in.Body.Stock,
+			StartsAt: in.Body.StartsAt, EndsAt: in.Body.EndsAt,
+		})
+		if err != nil {
+			return nil, toHTTP(ctx, unavailable(err))
+		}
+		// A failed warm-up is repaired by the first purchase (warmSale).
+		_ = s.warmSale(ctx, sl)
+		return &saleOutput{Body: s.saleView(ctx, sl)}, nil
+	})
+
+	huma.Register(s.api, huma.Operation{
+		OperationID: "list-sales", Method: http.MethodGet, Path: "/v1/sales",
+		Summary: "List sales, newest first", Tags: []string{"sales"},
+		Errors: []int{422, 503},
+	}, func(ctx context.Context, in *struct {
+		Limit int `query:"limit" minimum:"1" maximum:"200" default:"50"`
+	}) (*struct{ Body []Sale }, error) {
+		sales, err := s.deps.Store.Sales(ctx, in.Limit)
+		if err != nil {
+			return nil, toHTTP(ctx, unavailable(err))
+		}
+		out := make([]Sale, 0, len(sales))
+		for _, sl := range sales {
+			out = append(out, s.saleView(ctx, sl))
+		}
+		return &struct{ Body []Sale }{out}, nil
+	})
+
+	huma.Register(s.api, huma.Operation{
+		OperationID: "get-sale", Method: http.MethodGet, Path: "/v1/sales/{id}",
+		Summary: "Get a sale with its live remaining stock", Tags: []string{"sales"},
+		Errors: []int{404, 422, 503},
+	}, func(ctx context.Context, in *saleIDPath) (*saleOutput, error) {
+		sl, err := s.deps.Store.Sale(ctx, in.ID)
+		if err != nil {
+			return nil, toHTTP(ctx, notFoundOr(err))
+		}
+		return &saleOutput{Body: s.saleView(ctx, sl)}, nil
+	})
+
+	huma.Register(s.api, huma.Operation{
+		OperationID: "sale-stats", Method: http.MethodGet, Path: "/v1/sales/{id}/stats",
+		Summary: "Sale statistics (admin)", Tags: []string{"sales"},
+		Security: bearer, Metadata: map[string]any{adminOnly: true},
+		Errors: []int{401, 403, 404, 422, 503},
+	}, func(ctx context.Context, in *saleIDPath) (*struct{ Body SaleStats }, error) {
+		st, err := s.stats(ctx, in.ID)
+		if err != nil {
+			return nil, toHTTP(ctx, err)
+		}
+		return &struct{ Body SaleStats }{st}, nil
+	})
+}
+
+func (s *Server) stats(ctx context.Context, id int64) (SaleStats, error) {
+	sl, err := s.deps.Store.Sale(ctx, id)
+	if err != nil {
+		return SaleStats{}, notFoundOr(err)
+	}
+	counts, err := s.deps.Store.CountByStatus(ctx, id)
+	if err != nil {
+		return SaleStats{}, unavailable(err)
+	}
+	rs, err := s.deps.Stock.Inspect(ctx, id)
+	if err != nil {
+		return SaleStats{}, unavailable(err)
+	}
+	st := SaleStats{
+		SaleID: strconv.FormatInt(id, 10), Stock: sl.TotalStock, DBStock: sl.Stock,
+		RedisRemaining: rs.Remaining, RedisBuyers: rs.Buyers, RelayBacklog: rs.Backlog,
+		Orders: map[string]int{},
+	}
+	live := 0
+	for status, n := range counts {
+		st.Orders[string(status)] = n
+		if status.Live() {
+			live += n
+		}
+	}
+	st.Pending = max(0, rs.Buyers-int64(live))
+	return st, nil
+}
+
+// saleView renders a sale with its live state. Redis answers remaining;
+// if Redis is unreachable the database's stock is the best answer left.
+func (s *Server) saleView(ctx context.Context, sl *ent.Sale) Sale {
+	remaining, err := s.deps.Stock.Remaining(ctx, sl.ID)
+	if err != nil {
+		remaining = sl.Stock
+	}
+	now := time.Now()
+	state := "active"
+	switch {
+	case now.Before(sl.StartsAt):
+		state = "upcoming"
+	case !now.Before(sl.EndsAt):
+		state = "ended"
+	case remaining <= 0:
+		state = "sold_out"
+	}
+	return Sale{
+		ID: strconv.FormatInt(sl.ID, 10), Name: sl.Name, PriceCents: sl.PriceCents,
+		Stock: sl.TotalStock, Remaining: remaining, State: state,
+		StartsAt: sl.StartsAt.UTC(), EndsAt: sl.EndsAt.UTC(),
+	}
+}
+
+// Warm loads sale id into Redis unless Redis has it already.
+func (s *Server) Warm(ctx context.Context, id int64) error {
+	sl, err := s.deps.Store.Sale(ctx, id)
+	if err != nil {
+		return err
+	}
+	return s.warmSale(ctx, sl)
+}
+
+// warmSale loads a sale into Redis from the database: its stock and the
+// buyers holding live orders. It does nothing to a sale Redis already has.
+func (s *Server) warmSale(ctx context.Context, sl *ent.Sale) error {
+	live, err := s.deps.Store.Client().Order.Query().
+		Where(order.SaleID(sl.ID), order.StatusIn(order.StatusPENDING, order.StatusAWAITING_PAYMENT, order.StatusPAID)).
+		Select(order.FieldID, order.FieldUserID).All(ctx)
+	if err != nil {
+		return err
+	}
+	buyers := make(map[string]int64, len(live))
+	for _, o := range live {
+		buyers[o.UserID] = o.ID
+	}
+	_, err = s.deps.Stock.Warm(ctx, stock.Sale{
+		ID: sl.ID, PriceCents: sl.PriceCents, StartsAt: sl.StartsAt, EndsAt: sl.EndsAt,
+		Remaining: sl.Stock, Buyers: buyers,
+	})
+	return err
+}
+
+// notFoundOr keeps not-found errors and marks the rest as unavailability.
+func notFoundOr(err error) error {
+	if errors.Is(err, domain.ErrUnknownSale) || errors.Is(err, domain.ErrNotFound) {
+		return err
+	}
+	return unavailable(err)
+}

@@ -1,0 +1,121 @@
+package api_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/seckill/seckill/api"
+	"github.com/seckill/seckill/auth"
+	"github.com/seckill/seckill/domain"
+)
+
+func TestAuthentication(t *testing.T) {
+	s := start(t, options{})
+	sale := s.createSale(5)
+	other, _ := auth.NewSigner(strings.Repeat("z", 40))
+	forged, _ := other.Mint("mallory", auth.RoleAdmin, time.Hour)
+	expired := func() string {
+		tok, _ := s.signer.Mint("eve", auth.RoleBuyer, -time.Minute)
+		return tok
+	}()
+	for name, tok := range map[string]string{"no token": "", "expired": expired, "forged": forged, "garbage": "abc"} {
+		r := s.do("POST", "/v1/sales/"+sale.ID+"/orders", tok, nil)
+		if r.status != http.StatusUnauthorized || r.problem(t).Code != api.CodeUnauthorized {
+			t.Errorf("%s: %d %s, want 401 UNAUTHORIZED", name, r.status, r.body)
+		}
+	}
+	// A buyer may not create sales.
+	r := s.do("POST", "/v1/sales", s.token("bob", auth.RoleBuyer), map[string]any{
+		"name": "x", "price_cents": 1, "stock": 1, "starts_at": time.Now(), "ends_at": time.Now().Add(time.Hour)})
+	if r.status != http.StatusForbidden || r.problem(t).Code != api.CodeForbidden {
+		t.Fatalf("buyer creating a sale: %d %s", r.status, r.body)
+	}
+	if r := s.do("GET", "/v1/sales/"+sale.ID+"/stats", s.token("bob", auth.RoleBuyer), nil); r.status != http.StatusForbidden {
+		t.Fatalf("buyer reading stats: %d", r.status)
+	}
+	if r := s.do("GET", "/v1/sales", "", nil); r.status != http.StatusOK {
+		t.Fatalf("listing sales is public: %d", r.status)
+	}
+}
+
+func TestOrdersAndEventsArePrivate(t *testing.T) {
+	s := start(t, options{})
+	sale := s.createSale(5)
+	aliceSocket, bobSocket := s.connect("alice"), s.connect("bob")
+	var alices, bobs api.Purchase
+	s.buy(sale.ID, "alice").decode(t, &alices)
+	s.buy(sale.ID, "bob").decode(t, &bobs)
+	aliceSocket.await(t, alices.OrderID, domain.StatusAwaitingPayment)
+	bobSocket.await(t, bobs.OrderID, domain.StatusAwaitingPayment)
+
+	// Bob's token on Alice's order: as if it did not exist.
+	for _, op := range []struct{ method, path string }{
+		{"GET", "/v1/orders/" + alices.OrderID},
+		{"POST", "/v1/orders/" + alices.OrderID + "/pay"},
+		{"POST", "/v1/orders/" + alices.OrderID + "/cancel"},
+	} {
+		r := s.do(op.method, op.path, s.token("bob", auth.RoleBuyer), nil)
+		if r.status != http.StatusNotFound || r.problem(t).Code != api.CodeNotFound {
+			t.Fatalf("%s %s with another buyer's token: %d %s", op.method, op.path, r.status, r.body)
+		}
+	}
+	if o, _ := s.getOrder(alices.OrderID, "alice"); o.Status != domain.StatusAwaitingPayment {
+		t.Fatalf("bob's requests changed alice's order: %+v", o)
+	}
+	var list []api.Order
+	s.do("GET", "/v1/orders", s.token("bob", auth.RoleBuyer), nil).decode(t, &list)
+	if len(list) != 1 || list[0].ID != bobs.OrderID {
+		t.Fatalf("bob's order list = %+v", list)
+	}
+
+	// Alice pays; only her socket hears of it. Bob's socket gets his own
+	// cancel and nothing of Alice's.
+	s.do("POST", "/v1/orders/"+alices.OrderID+"/pay", s.token("alice", auth.RoleBuyer), nil)
+	s.do("POST", "/v1/orders/"+bobs.OrderID+"/cancel", s.token("bob", auth.RoleBuyer), nil)
+	aliceSocket.await(t, alices.OrderID, domain.StatusPaid)
+	bobSocket.await(t, bobs.OrderID, domain.StatusCancelled)
+	for _, sk := range []struct {
+		s    *socket
+		mine string
+	}{{aliceSocket, alices.OrderID}, {bobSocket, bobs.OrderID}} {
+	drain:
+		for {
+			select {
+			case e := <-sk.s.events:
+				if e.OrderID != sk.mine {
+					t.Fatalf("a socket received another user's event %+v", e)
+				}
+			default:
+				break drain
+			}
+		}
+	}
+}
+
+func TestWebsocketNeedsAValidToken(t *testing.T) {
+	s := start(t, options{})
+	base := "ws" + strings.TrimPrefix(s.url, "http") + "/v1/ws"
+	for name, url := range map[string]string{
+		"none":    base,
+		"garbage": base + "?access_token=nope",
+	} {
+		_, resp, err := websocket.DefaultDialer.Dial(url, nil)
+		if err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("%s: err=%v resp=%v, want 401", name, err, resp)
+		}
+	}
+	// Browsers send the token as a subprotocol.
+	d := websocket.Dialer{Subprotocols: []string{"seckill.v1", "bearer." + s.token("carol", auth.RoleBuyer)}}
+	conn, resp, err := d.Dial(base, nil)
+	if err != nil {
+		t.Fatalf("subprotocol token: %v %v", err, resp)
+	}
+	defer conn.Close()
+	if conn.Subprotocol() != "seckill.v1" {
+		t.Fatalf("selected subprotocol %q, want seckill.v1 (never the token)", conn.Subprotocol())
+	}
+}

@@ -1,0 +1,158 @@
+// Package api is seckill's public face: the REST API under /v1 (huma v2,
+// OpenAPI 3.1, problem+json errors), the websocket result channel, health
+// checks and metrics. Every api instance also runs a relay, which turns
+// admitted orders into workflows.
+package api
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/danielgtaylor/huma/v2/adapters/humago"
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.temporal.io/sdk/client"
+
+	"github.com/seckill/seckill/auth"
+	"github.com/seckill/seckill/orderid"
+	"github.com/seckill/seckill/push"
+	"github.com/seckill/seckill/relay"
+	"github.com/seckill/seckill/stock"
+	"github.com/seckill/seckill/store"
+)
+
+// Config tunes the api. Zero values take the defaults of withDefaults.
+type Config struct {
+	// UserRate and SaleRate bound purchase requests per second per buyer
+	// and per sale (0 disables that limit).
+	UserRate int
+	SaleRate int
+	// SoldOutTTL bounds how long the local sold-out flag of a sale is
+	// trusted without a restock event.
+	SoldOutTTL time.Duration
+	// PayWait is how long pay and cancel wait for the workflow to record the
+	// change before answering 202 instead of 200.
+	PayWait time.Duration
+	// AllowedOrigins may open websockets; empty means same origin only.
+	AllowedOrigins []string
+	// DevTokens enables POST /v1/dev/token, which mints tokens for anyone.
+	// Dev mode only.
+	DevTokens bool
+	// Relay options of the relay this instance runs.
+	Relay relay.Options
+}
+
+func (c *Config) withDefaults() {
+	if c.UserRate == 0 {
+		c.UserRate = 5
+	}
+	if c.SaleRate == 0 {
+		c.SaleRate = 100_000
+	}
+	if c.SoldOutTTL == 0 {
+		c.SoldOutTTL = 2 * time.Second
+	}
+	if c.PayWait == 0 {
+		c.PayWait = 5 * time.Second
+	}
+}
+
+// Deps are the services the api uses.
+type Deps struct {
+	Store    *store.Store
+	Stock    *stock.Stock
+	Temporal client.Client
+	Signer   *auth.Signer
+	IDs      *orderid.Generator
+}
+
+// Server is one api instance.
+type Server struct {
+	cfg     Config
+	deps    Deps
+	api     huma.API
+	mux     *http.ServeMux
+	limiter *redis_rate.Limiter
+	hub     *push.Hub
+	relay   *relay.Relay
+	soldOut soldOutFlags
+	metrics *metrics
+	reg     *prometheus.Registry
+}
+
+// New builds a Server; call Run to start its background work and mount
+// Handler on an http.Server.
+func New(cfg Config, deps Deps) *Server {
+	cfg.withDefaults()
+	s := &Server{
+		cfg:     cfg,
+		deps:    deps,
+		mux:     http.NewServeMux(),
+		limiter: redis_rate.NewLimiter(deps.Stock.Client()),
+		reg:     prometheus.NewRegistry(),
+	}
+	s.soldOut.ttl = cfg.SoldOutTTL
+	s.hub = push.NewHub(deps.Stock.Client(), s.snapshot, push.Options{AllowedOrigins: cfg.AllowedOrigins})
+	s.relay = relay.New(deps.Stock, relay.TemporalStarter{Client: deps.Temporal}, cfg.Relay)
+	s.metrics = newMetrics(s.reg, s)
+	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	hc := huma.DefaultConfig("seckill", "1.0.0")
+	hc.Info.Description = "Flash-sale orders: admission in Redis, one durable Temporal workflow per order, results over a websocket."
+	hc.CreateHooks = nil // no $schema fields: the wire format is exactly the documented one
+	hc.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
+		"bearer": {Type: "http", Scheme: "bearer", BearerFormat: "JWT"},
+	}
+	s.api = humago.New(s.mux, hc)
+	s.api.UseMiddleware(s.authenticate)
+	s.registerSales()
+	s.registerOrders()
+	s.registerHealth()
+	if cfg.DevTokens {
+		s.registerDevTokens()
+	}
+	s.mux.HandleFunc("GET /v1/ws", s.serveWS)
+	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}))
+	return s
+}
+
+// Handler serves the API.
+func (s *Server) Handler() http.Handler { return s.mux }
+
+// Mux lets the binary add routes (the demo page) beside the API.
+func (s *Server) Mux() *http.ServeMux { return s.mux }
+
+// OpenAPI is the API description.
+func (s *Server) OpenAPI() *huma.OpenAPI { return s.api.OpenAPI() }
+
+// Registry is where the api's metrics live; the binary adds the Temporal
+// SDK's and the worker's to it.
+func (s *Server) Registry() *prometheus.Registry { return s.reg }
+
+// Relay is the relay this instance runs.
+func (s *Server) Relay() *relay.Relay { return s.relay }
+
+// Run runs the background work: the relay, the websocket hub and the
+// restock listener. It returns when ctx ends.
+func (s *Server) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	for name, run := range map[string]func(context.Context) error{
+		"relay":   s.relay.Run,
+		"hub":     s.hub.Run,
+		"restock": s.listenRestock,
+	} {
+		wg.Go(func() {
+			if err := run(ctx); err != nil && ctx.Err() == nil {
+				slog.Error("api background task stopped", "task", name, "err", err)
+			}
+		})
+	}
+	wg.Wait()
+	return ctx.Err()
+}

@@ -1,0 +1,70 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/seckill/seckill/domain"
+)
+
+// tokenProtocol is the Sec-WebSocket-Protocol prefix that carries a token,
+// for browsers, which cannot set an Authorization header on a websocket:
+// new WebSocket(url, ["seckill.v1", "bearer." + token]).
+const tokenProtocol = "bearer."
+
+// serveWS authenticates a websocket request and hands it to the hub. The
+// token comes from ?access_token=, the Sec-WebSocket-Protocol header or an
+// Authorization header.
+func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
+	token := r.URL.Query().Get("access_token")
+	selected := ""
+	for _, p := range websocketProtocols(r) {
+		if t, ok := strings.CutPrefix(p, tokenProtocol); ok && token == "" {
+			token = t
+		} else if p == "seckill.v1" {
+			selected = p
+		}
+	}
+	if token == "" {
+		token, _ = strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	}
+	user, err := s.deps.Signer.Verify(token)
+	if err != nil {
+		writeProblem(w, problem(http.StatusUnauthorized, CodeUnauthorized, "a valid token is required"))
+		return
+	}
+	s.hub.Serve(w, r, user.ID, selected)
+}
+
+func websocketProtocols(r *http.Request) []string {
+	var out []string
+	for _, h := range r.Header.Values("Sec-WebSocket-Protocol") {
+		for _, p := range strings.Split(h, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+// snapshot is what a socket receives on connect: the current status of
+// the user's orders of the last 24 hours, oldest first, so a result
+// produced before the socket opened is not lost.
+func (s *Server) snapshot(ctx context.Context, userID string) ([]domain.Event, error) {
+	orders, err := s.ordersOf(ctx, userID, time.Now().Add(-24*time.Hour), 200)
+	if err != nil {
+		return nil, err
+	}
+	events := make([]domain.Event, 0, len(orders))
+	for i := len(orders) - 1; i >= 0; i-- {
+		o := orders[i]
+		events = append(events, domain.Event{
+			Type: "order", OrderID: o.ID, SaleID: o.SaleID, UserID: o.UserID,
+			Status: o.Status, Reason: o.Reason, At: o.UpdatedAt,
+		})
+	}
+	return events, nil
+}

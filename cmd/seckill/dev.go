@@ -1,0 +1,212 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+
+	"github.com/seckill/seckill/activities"
+	"github.com/seckill/seckill/auth"
+	"github.com/seckill/seckill/devstack"
+	"github.com/seckill/seckill/store"
+	"github.com/seckill/seckill/worker"
+	"github.com/seckill/seckill/workflows"
+)
+
+// DevCmd runs everything in one process with nothing installed: an
+// embedded Temporal server with its Web UI, an in-process Redis
+// (miniredis) and an embedded SQLite database, unless DATABASE_URL,
+// REDIS_ADDR or TEMPORAL_ADDRESS point at real ones.
+type DevCmd struct {
+	AuthFlags
+	APIFlags `embed:""`
+
+	DatabaseURL       string `name:"database-url" env:"DATABASE_URL" help:"Use this database instead of the embedded one."`
+	RedisAddr         string `name:"redis-addr" env:"REDIS_ADDR" help:"Use this Redis instead of the in-process one."`
+	TemporalAddress   string `name:"temporal-address" env:"TEMPORAL_ADDRESS" help:"Use this Temporal instead of the embedded one."`
+	TemporalNamespace string `name:"temporal-namespace" env:"TEMPORAL_NAMESPACE" default:"default" help:"Temporal namespace."`
+	TemporalPort      int    `name:"temporal-port" env:"SECKILL_TEMPORAL_PORT" default:"7233" help:"Port of the embedded Temporal frontend (0 = any free port)."`
+	UIPort            int    `name:"ui-port" env:"SECKILL_UI_PORT" default:"8233" help:"Port of the embedded Temporal Web UI (0 = any free port)."`
+	DataDir           string `name:"data-dir" env:"SECKILL_DATA_DIR" default:".seckill" help:"Where the embedded database and Temporal keep their state."`
+	Memory            bool   `name:"memory" help:"Keep nothing on disk (the embedded database and Temporal in memory)."`
+	SeedStock         int    `name:"seed-stock" default:"100" help:"Units of the demo sale seeded at start (0 = no demo sale)."`
+	Verbose           bool   `name:"verbose" help:"Log the embedded Temporal server at info level instead of warn."`
+}
+
+func (c *DevCmd) Run(ctx context.Context) error {
+	started := time.Now()
+	if c.JWTSecret == "" {
+		c.JWTSecret = auth.RandomSecret() // tokens printed below are valid until the next start
+	}
+	signer, err := c.signer()
+	if err != nil {
+		return err
+	}
+	if !c.Memory {
+		if err := os.MkdirAll(c.DataDir, 0o755); err != nil {
+			return fmt.Errorf("data dir: %w", err)
+		}
+	}
+
+	svc := Services{
+		DatabaseURL: c.DatabaseURL, RedisAddr: c.RedisAddr,
+		TemporalAddress: c.TemporalAddress, TemporalNamespace: c.TemporalNamespace,
+	}
+	temporalUI := ""
+	if svc.TemporalAddress == "" {
+		opts := devstack.TemporalOptions{
+			Port: c.TemporalPort, UIPort: c.UIPort, Namespace: c.TemporalNamespace,
+			SearchAttributes: workflows.SearchAttributeTypes, LogLevel: "warn",
+			Logger: slog.Default().With("component", "temporal-server"),
+		}
+		if c.Verbose {
+			opts.LogLevel = "info"
+		}
+		if !c.Memory {
+			opts.DBFile = filepath.Join(c.DataDir, "temporal.db")
+		}
+		t, err := devstack.StartTemporal(ctx, opts)
+		if err != nil {
+			return fmt.Errorf("embedded temporal: %w", err)
+		}
+		defer func() {
+			if err := t.Stop(); err != nil {
+				slog.Warn("stop embedded temporal", "err", err)
+			}
+		}()
+		svc.TemporalAddress, temporalUI = t.FrontendAddress(), t.UIURL()
+	}
+	if svc.RedisAddr == "" {
+		// miniredis keeps nothing across restarts: sales are warmed again
+		// from the database below.
+		mr := miniredis.NewMiniRedis()
+		if err := mr.StartAddr("127.0.0.1:0"); err != nil {
+			return fmt.Errorf("embedded redis: %w", err)
+		}
+		defer mr.Close()
+		svc.RedisAddr = mr.Addr()
+	}
+	if svc.DatabaseURL == "" {
+		svc.DatabaseURL = "sqlite:" + filepath.Join(c.DataDir, "seckill.db")
+		if c.Memory {
+			svc.DatabaseURL = "sqlite::memory:"
+		}
+	}
+
+	d, err := svc.connect(ctx, true)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.store.Migrate(ctx); err != nil {
+		return err
+	}
+	if c.TemporalAddress != "" {
+		if err := worker.RegisterSearchAttributes(ctx, d.temporal, c.TemporalNamespace); err != nil {
+			return err
+		}
+	}
+
+	w := worker.New(d.temporal, &activities.Activities{Store: d.store, Stock: d.stock, Events: d.events}, worker.Options{})
+	if err := w.Start(); err != nil {
+		return fmt.Errorf("start worker: %w", err)
+	}
+	defer w.Stop()
+
+	cfg := c.APIFlags.config(true)
+	srv, stopAPI, err := startAPI(ctx, d, signer, cfg)
+	if err != nil {
+		return err
+	}
+	defer stopAPI()
+	if err := warmAll(ctx, d.store, srv.Warm); err != nil {
+		return err
+	}
+	demo, err := c.seed(ctx, d.store, srv.Warm)
+	if err != nil {
+		return err
+	}
+
+	return serveHTTP(ctx, c.HTTPAddr, srv.Handler(), func(addr net.Addr) {
+		base := "http://" + hostPort(addr)
+		buyer, _ := signer.Mint("demo-buyer", auth.RoleBuyer, 24*time.Hour)
+		admin, _ := signer.Mint("demo-admin", auth.RoleAdmin, 24*time.Hour)
+		var b strings.Builder
+		fmt.Fprintf(&b, "\nseckill dev is ready (%.1fs)\n\n", time.Since(started).Seconds())
+		fmt.Fprintf(&b, "  API            %s/v1\n", base)
+		fmt.Fprintf(&b, "  API docs       %s/docs\n", base)
+		fmt.Fprintf(&b, "  Websocket      %s/v1/ws?access_token=<token>\n", strings.Replace(base, "http", "ws", 1))
+		if temporalUI != "" {
+			fmt.Fprintf(&b, "  Temporal UI    %s/namespaces/%s/workflows\n", temporalUI, c.TemporalNamespace)
+		}
+		fmt.Fprintf(&b, "  Temporal       %s\n", svc.TemporalAddress)
+		if demo != "" {
+			fmt.Fprintf(&b, "  Demo sale      %s\n", demo)
+		}
+		fmt.Fprintf(&b, "\n  export BUYER_TOKEN=%s\n  export ADMIN_TOKEN=%s\n\n", buyer, admin)
+		fmt.Print(b.String())
+	})
+}
+
+// seed creates the demo sale, starting a minute from now, unless one is
+// still upcoming or running from an earlier start.
+func (c *DevCmd) seed(ctx context.Context, st *store.Store, warm func(context.Context, int64) error) (string, error) {
+	if c.SeedStock <= 0 {
+		return "", nil
+	}
+	sales, err := st.Sales(ctx, 20)
+	if err != nil {
+		return "", err
+	}
+	for _, s := range sales {
+		if time.Now().Before(s.EndsAt) {
+			return fmt.Sprintf("id %d %q, %d units, %s to %s", s.ID, s.Name, s.TotalStock, s.StartsAt.Local().Format(time.TimeOnly), s.EndsAt.Local().Format(time.TimeOnly)), nil
+		}
+	}
+	start := time.Now().Add(time.Minute).Truncate(time.Second)
+	s, err := st.CreateSale(ctx, store.NewSale{
+		Name: "Demo phone", PriceCents: 49900, Stock: c.SeedStock,
+		StartsAt: start, EndsAt: start.Add(time.Hour),
+	})
+	if err != nil {
+		return "", err
+	}
+	if err := warm(ctx, s.ID); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("id %d %q, %d units, starts %s", s.ID, s.Name, s.TotalStock, start.Local().Format(time.TimeOnly)), nil
+}
+
+// warmAll loads every sale that has not ended into Redis (an in-process
+// Redis starts empty).
+func warmAll(ctx context.Context, st *store.Store, warm func(context.Context, int64) error) error {
+	sales, err := st.Sales(ctx, 1000)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, s := range sales {
+		if time.Now().Before(s.EndsAt) {
+			errs = append(errs, warm(ctx, s.ID))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func hostPort(a net.Addr) string {
+	t, ok := a.(*net.TCPAddr)
+	if !ok || t.IP.IsUnspecified() {
+		if ok {
+			return fmt.Sprintf("127.0.0.1:%d", t.Port)
+		}
+	}
+	return a.String()
+}

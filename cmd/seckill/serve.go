@@ -1,0 +1,129 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/seckill/seckill/api"
+	"github.com/seckill/seckill/auth"
+	"github.com/seckill/seckill/orderid"
+	"github.com/seckill/seckill/relay"
+)
+
+// AuthFlags hold the token secret.
+type AuthFlags struct {
+	JWTSecret string `name:"jwt-secret" env:"SECKILL_JWT_SECRET" help:"HS256 secret for bearer tokens, at least 32 bytes. Never logged."`
+}
+
+func (a AuthFlags) signer() (*auth.Signer, error) {
+	if a.JWTSecret == "" {
+		return nil, errors.New("--jwt-secret (SECKILL_JWT_SECRET) is required")
+	}
+	return auth.NewSigner(a.JWTSecret)
+}
+
+// APIFlags tune the api.
+type APIFlags struct {
+	HTTPAddr       string        `name:"http-addr" env:"SECKILL_HTTP_ADDR" default:":8080" help:"Address the api listens on."`
+	AllowedOrigins []string      `name:"allowed-origins" env:"SECKILL_ALLOWED_ORIGINS" sep:"," help:"Origins allowed to open websockets (comma-separated); default: same origin only."`
+	UserRate       int           `name:"user-rate" env:"SECKILL_USER_RATE" default:"5" help:"Purchase requests per second per buyer (0 = no limit)."`
+	SaleRate       int           `name:"sale-rate" env:"SECKILL_SALE_RATE" default:"100000" help:"Purchase requests per second per sale (0 = no limit)."`
+	PaymentTimeout time.Duration `name:"payment-timeout" env:"SECKILL_PAYMENT_TIMEOUT" default:"15m" help:"How long a buyer has to pay."`
+	RelayMinIdle   time.Duration `name:"relay-min-idle" env:"SECKILL_RELAY_MIN_IDLE" default:"30s" help:"How long an intent may stay unacknowledged by a relay before another takes it over."`
+}
+
+func (f APIFlags) config(devTokens bool) api.Config {
+	return api.Config{
+		UserRate: f.UserRate, SaleRate: f.SaleRate, AllowedOrigins: f.AllowedOrigins,
+		DevTokens: devTokens,
+		Relay:     relay.Options{MinIdle: f.RelayMinIdle, PaymentTimeout: f.PaymentTimeout},
+	}
+}
+
+// ServeCmd runs an api instance (with its relay).
+type ServeCmd struct {
+	Services
+	AuthFlags
+	APIFlags
+}
+
+func (c *ServeCmd) Run(ctx context.Context) error {
+	signer, err := c.signer()
+	if err != nil {
+		return err
+	}
+	d, err := c.connect(ctx, true)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	srv, stop, err := startAPI(ctx, d, signer, c.APIFlags.config(false))
+	if err != nil {
+		return err
+	}
+	defer stop()
+	return serveHTTP(ctx, c.HTTPAddr, srv.Handler(), nil)
+}
+
+// startAPI builds an api server on connected services and starts its
+// background work (relay, websocket hub). stop ends that work.
+func startAPI(ctx context.Context, d *deps, signer *auth.Signer, cfg api.Config) (*api.Server, func(), error) {
+	lease, err := orderid.LeaseNode(ctx, d.redis, 30*time.Second)
+	if err != nil {
+		return nil, nil, fmt.Errorf("lease an order id node: %w", err)
+	}
+	srv := api.New(cfg, api.Deps{
+		Store: d.store, Stock: d.stock, Temporal: d.temporal, Signer: signer, IDs: orderid.New(lease.Node()),
+	})
+	bctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = srv.Run(bctx) })
+	stop := func() {
+		cancel()
+		wg.Wait()
+		cctx, ccancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer ccancel()
+		_ = lease.Close(cctx)
+	}
+	return srv, stop, nil
+}
+
+// serveHTTP serves h on addr until ctx ends, then lets in-flight requests
+// finish for up to 10 s. ready, if set, gets the bound address.
+func serveHTTP(ctx context.Context, addr string, h http.Handler, ready func(net.Addr)) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	hs := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    32 << 10,
+	}
+	if ready != nil {
+		ready(ln.Addr())
+	}
+	slog.Info("api listening", "addr", ln.Addr().String())
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	slog.Info("api stopped")
+	return nil
+}
