@@ -108,7 +108,6 @@ func TestRefusedTokens(t *testing.T) {
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
-
 func FuzzVerify(f *testing.F) {
 	s, _ := NewSigner(secret)
 	valid, _ := s.Mint("carol", RoleBuyer, time.Hour)

@@ -1,0 +1,78 @@
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/seckill/seckill/internal/testenv"
+)
+
+// Every flag and environment variable of README.md's configuration table
+// exists in the commands the table names, and every flag those commands
+// have is in the table.
+func TestReadmeConfigurationTableMatchesTheBinary(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	section := regexp.MustCompile("(?s)## Configuration\n(.*?)\n## ").FindSubmatch(readme)
+	if section == nil {
+		t.Fatal("README.md has no Configuration section")
+	}
+	row := regexp.MustCompile("(?m)^\\| `(--[a-z-]+)` \\| `([A-Z_]+)` \\| [^|]* \\| ([^|]+) \\|")
+	help := map[string]string{}
+	helpOf := func(cmd string) string {
+		if h, ok := help[cmd]; ok {
+			return h
+		}
+		out, err := exec.Command(testenv.Binary(t), cmd, "--help").CombinedOutput()
+		if err != nil {
+			t.Fatalf("seckill %s --help: %v\n%s", cmd, err, out)
+		}
+		help[cmd] = string(out)
+		return help[cmd]
+	}
+	listed := map[string]map[string]bool{} // command -> flags in the table
+	rows := row.FindAllSubmatch(section[1], -1)
+	if len(rows) < 10 {
+		t.Fatalf("only %d rows parsed from the configuration table", len(rows))
+	}
+	for _, m := range rows {
+		flag, env, cmds := string(m[1]), string(m[2]), strings.TrimSpace(string(m[3]))
+		var names []string
+		if cmds == "all" {
+			names = []string{"serve", "worker", "dev", "migrate", "audit"}
+		} else {
+			names = strings.Split(cmds, ", ")
+		}
+		for _, cmd := range names {
+			h := helpOf(cmd)
+			if !strings.Contains(h, flag+"=") && !strings.Contains(h, flag+" ") && !strings.Contains(h, flag+"\n") {
+				t.Errorf("README lists %s for %s, but `seckill %s --help` has no such flag", flag, cmd, cmd)
+			}
+			if cmd != "temporal" && !strings.Contains(h, "$"+env+")") {
+				t.Errorf("README lists %s for %s, but its help names no $%s", env, cmd, env)
+			}
+			if listed[cmd] == nil {
+				listed[cmd] = map[string]bool{}
+			}
+			listed[cmd][flag] = true
+		}
+	}
+	// The reverse: the operational commands have no flag the table omits.
+	flagRE := regexp.MustCompile(`(?m)^\s+(?:-\w, )?(--[a-z][a-z-]+)`)
+	for _, cmd := range []string{"serve", "worker", "dev"} {
+		for _, m := range flagRE.FindAllStringSubmatch(helpOf(cmd), -1) {
+			f := m[1]
+			if f == "--help" || f == "--memory" || f == "--seed-stock" || f == "--verbose" {
+				continue // command-line only switches, described in --help
+			}
+			if !listed[cmd][f] {
+				t.Errorf("`seckill %s` has %s, which README's configuration table does not list for it", cmd, f)
+			}
+		}
+	}
+}
