@@ -79,3 +79,23 @@ func (s *Server) readiness(ctx context.Context) Readiness {
 	r.Ready = r.Postgres == "ok" && r.Redis == "ok" && r.Temporal == "ok"
 	return r
 }
+
+// Info tells clients how this deployment is set up.
+type Info struct {
+	TemporalUIURL     string `json:"temporal_ui_url" doc:"Base URL of the Temporal Web UI; empty if not configured."`
+	TemporalNamespace string `json:"temporal_namespace"`
+	DevMode           bool   `json:"dev_mode" doc:"Whether POST /v1/dev/token is available."`
+}
+
+func (s *Server) registerInfo() {
+	huma.Register(s.api, huma.Operation{
+		OperationID: "info", Method: http.MethodGet, Path: "/v1/info",
+		Summary: "Deployment facts for clients (Temporal Web UI link, dev mode)", Tags: []string{"health"},
+	}, func(ctx context.Context, _ *struct{}) (*struct{ Body Info }, error) {
+		ns := s.cfg.TemporalNamespace
+		if ns == "" {
+			ns = "default"
+		}
+		return &struct{ Body Info }{Info{TemporalUIURL: s.cfg.TemporalUIURL, TemporalNamespace: ns, DevMode: s.cfg.DevTokens}}, nil
+	})
+}

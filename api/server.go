@@ -44,6 +44,11 @@ type Config struct {
 	// DevTokens enables POST /v1/dev/token, which mints tokens for anyone.
 	// Dev mode only.
 	DevTokens bool
+	// TemporalUIURL is the Temporal Web UI's base URL and TemporalNamespace
+	// the namespace of the order workflows, so clients can link an order
+	// to its workflow page.
+	TemporalUIURL     string
+	TemporalNamespace string
 	// Relay options of the relay this instance runs.
 	Relay relay.Options
 }
@@ -114,6 +119,7 @@ func New(cfg Config, deps Deps) *Server {
 	s.registerSales()
 	s.registerOrders()
 	s.registerHealth()
+	s.registerInfo()
 	if cfg.DevTokens {
 		s.registerDevTokens()
 	}

@@ -122,6 +122,10 @@ func (c *DevCmd) Run(ctx context.Context) error {
 	defer w.Stop()
 
 	cfg := c.APIFlags.config(true)
+	cfg.TemporalNamespace = c.TemporalNamespace
+	if cfg.TemporalUIURL == "" {
+		cfg.TemporalUIURL = temporalUI
+	}
 	srv, stopAPI, err := startAPI(ctx, d, signer, cfg)
 	if err != nil {
 		return err

@@ -36,13 +36,14 @@ type APIFlags struct {
 	SaleRate       int           `name:"sale-rate" env:"SECKILL_SALE_RATE" default:"100000" help:"Purchase requests per second per sale (0 = no limit)."`
 	PaymentTimeout time.Duration `name:"payment-timeout" env:"SECKILL_PAYMENT_TIMEOUT" default:"15m" help:"How long a buyer has to pay."`
 	RelayMinIdle   time.Duration `name:"relay-min-idle" env:"SECKILL_RELAY_MIN_IDLE" default:"30s" help:"How long an intent may stay unacknowledged by a relay before another takes it over."`
+	TemporalUIURL  string        `name:"temporal-ui-url" env:"SECKILL_TEMPORAL_UI_URL" help:"Base URL of the Temporal Web UI, for links from orders to their workflow (dev: the embedded UI)."`
 }
 
 func (f APIFlags) config(devTokens bool) api.Config {
 	return api.Config{
 		UserRate: f.UserRate, SaleRate: f.SaleRate, AllowedOrigins: f.AllowedOrigins,
-		DevTokens: devTokens,
-		Relay:     relay.Options{MinIdle: f.RelayMinIdle, PaymentTimeout: f.PaymentTimeout},
+		DevTokens: devTokens, TemporalUIURL: f.TemporalUIURL,
+		Relay: relay.Options{MinIdle: f.RelayMinIdle, PaymentTimeout: f.PaymentTimeout},
 	}
 }
 
@@ -63,7 +64,9 @@ func (c *ServeCmd) Run(ctx context.Context) error {
 		return err
 	}
 	defer d.Close()
-	srv, stop, err := startAPI(ctx, d, signer, c.APIFlags.config(false))
+	cfg := c.APIFlags.config(false)
+	cfg.TemporalNamespace = c.TemporalNamespace
+	srv, stop, err := startAPI(ctx, d, signer, cfg)
 	if err != nil {
 		return err
 	}
