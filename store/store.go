@@ -13,8 +13,7 @@ import (
 
 	"entgo.io/ent/dialect"
 	entsql "entgo.io/ent/dialect/sql"
-	_ "github.com/lib/pq"  // the Postgres driver
-	_ "modernc.org/sqlite" // the embedded database of dev mode, pure Go
+	_ "github.com/lib/pq" // the Postgres driver
 
 	"github.com/seckill/seckill/ent"
 )
@@ -29,6 +28,10 @@ type Store struct {
 // Open connects to dsn: a postgres:// or postgresql:// URL for Postgres, or
 // sqlite:PATH (sqlite::memory: for a throwaway database) for the embedded
 // one. It does not create tables; call Migrate.
+//
+// The SQLite driver (modernc.org/sqlite, pure Go) is registered only by
+// the programs that embed the database (dev mode), so everything else is
+// built without its large generated code.
 func Open(ctx context.Context, dsn string) (*Store, error) {
 	var (
 		db      *sql.DB

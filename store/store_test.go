@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	_ "modernc.org/sqlite"
+
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/ent/order"
 	"github.com/seckill/seckill/ent/stockmovement"

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	_ "modernc.org/sqlite" // the embedded database of dev mode
 
 	"github.com/seckill/seckill/activities"
 	"github.com/seckill/seckill/auth"
@@ -152,6 +153,7 @@ func (c *DevCmd) Run(ctx context.Context) error {
 			fmt.Fprintf(&b, "  Temporal UI    %s/namespaces/%s/workflows\n", temporalUI, c.TemporalNamespace)
 		}
 		fmt.Fprintf(&b, "  Temporal       %s\n", svc.TemporalAddress)
+		fmt.Fprintf(&b, "  Redis          %s\n", svc.RedisAddr)
 		if demo != "" {
 			fmt.Fprintf(&b, "  Demo sale      %s\n", demo)
 		}

@@ -27,6 +27,7 @@ type CLI struct {
 	Worker      WorkerCmd      `cmd:"" help:"Run the order saga worker."`
 	Audit       AuditCmd       `cmd:"" help:"Check the SPEC invariants of a sale; exits 1 on any violation."`
 	Token       TokenCmd       `cmd:"" help:"Print a signed bearer token."`
+	Bench       BenchCmd       `cmd:"" help:"Race U buyers for S units against a running system and check the invariants."`
 	Watch       WatchCmd       `cmd:"" help:"Print a buyer's order events from the websocket as JSON lines."`
 	Healthcheck HealthcheckCmd `cmd:"" help:"Probe a URL; exit 0 on 200 (container healthchecks)."`
 }

@@ -1,0 +1,453 @@
+// Package bench is seckill's load generator: the classic flash sale (U
+// buyers race for S units) against a running system over real HTTP, timed
+// and checked, plus the Redis ceiling it is measured against.
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+
+	"github.com/seckill/seckill/auth"
+)
+
+// Options describe one run.
+type Options struct {
+	Target      string  // api base URL
+	Users       int     // buyers
+	Stock       int     // units on sale
+	Concurrency int     // requests in flight
+	DupRate     float64 // fraction of buyers who send a second request
+	Pay         float64 // fraction of accepted orders to pay
+	Cancel      float64 // fraction of accepted orders to cancel
+	StartDelay  time.Duration
+	Wait        time.Duration // how long to wait for the sagas
+	Signer      *auth.Signer
+	// CeilingRedis, if set, measures bare reserve.lua on this Redis.
+	Ceiling  func(ctx context.Context, users, stock, concurrency int) (time.Duration, error)
+	Progress io.Writer // progress bars; nil = none
+}
+
+// Latency is a latency summary in milliseconds.
+type Latency struct {
+	P50 float64 `json:"p50_ms"`
+	P95 float64 `json:"p95_ms"`
+	P99 float64 `json:"p99_ms"`
+	Max float64 `json:"max_ms"`
+}
+
+// Result is what a run measured.
+type Result struct {
+	Target      string `json:"target"`
+	SaleID      string `json:"sale_id"`
+	Users       int    `json:"users"`
+	Stock       int    `json:"stock"`
+	Requests    int    `json:"requests"`
+	Concurrency int    `json:"concurrency"`
+	Cores       int    `json:"cores"`
+	LoadBefore  string `json:"load_average_before"`
+	LoadAfter   string `json:"load_average_after"`
+
+	AdmissionSeconds float64        `json:"admission_seconds"`
+	RequestsPerSec   float64        `json:"requests_per_second"`
+	Latency          Latency        `json:"latency"`
+	Outcomes         map[string]int `json:"outcomes"`
+	Accepted         int            `json:"accepted"`
+
+	CeilingSeconds  float64  `json:"redis_ceiling_seconds,omitempty"`
+	AdmissionVsCeil float64  `json:"admission_vs_ceiling,omitempty"`
+	CreatedSeconds  float64  `json:"all_orders_created_seconds"`
+	OrdersPerSecond float64  `json:"saga_orders_per_second"`
+	AllCreated      bool     `json:"all_orders_created"`
+	Paid            int      `json:"paid"`
+	Cancelled       int      `json:"cancelled"`
+	EndSeconds      float64  `json:"pay_cancel_settled_seconds,omitempty"`
+	Stats           Stats    `json:"final_stats"`
+	InvariantsOK    bool     `json:"invariants_ok"`
+	Violations      []string `json:"violations"`
+}
+
+// Stats mirrors GET /v1/sales/{id}/stats.
+type Stats struct {
+	Stock          int            `json:"stock"`
+	DBStock        int            `json:"db_stock"`
+	RedisRemaining int            `json:"redis_remaining"`
+	RedisBuyers    int64          `json:"redis_buyers"`
+	RelayBacklog   int64          `json:"relay_backlog"`
+	Pending        int64          `json:"pending"`
+	Orders         map[string]int `json:"orders"`
+}
+
+func (s Stats) live() int {
+	return s.Orders["PENDING"] + s.Orders["AWAITING_PAYMENT"] + s.Orders["PAID"]
+}
+
+// Run runs the experiment.
+func Run(ctx context.Context, o Options) (*Result, error) {
+	if o.Users <= 0 || o.Stock <= 0 || o.Concurrency <= 0 {
+		return nil, errors.New("users, stock and concurrency must be positive")
+	}
+	if o.Pay < 0 || o.Cancel < 0 || o.Pay+o.Cancel > 1 {
+		return nil, errors.New("--pay and --cancel are fractions that add up to at most 1")
+	}
+	c := &client{base: strings.TrimRight(o.Target, "/"), http: &http.Client{
+		Timeout:   30 * time.Second,
+		Transport: &http.Transport{MaxIdleConns: o.Concurrency * 2, MaxIdleConnsPerHost: o.Concurrency * 2, IdleConnTimeout: time.Minute},
+	}}
+	r := &Result{Target: o.Target, Users: o.Users, Stock: o.Stock, Concurrency: o.Concurrency,
+		Cores: runtime.NumCPU(), LoadBefore: loadAverage(), Outcomes: map[string]int{}}
+
+	admin, err := o.Signer.Mint("bench-admin", auth.RoleAdmin, 2*time.Hour)
+	if err != nil {
+		return nil, err
+	}
+	run := fmt.Sprintf("%x", time.Now().UnixNano()&0xffffffff)
+	starts := time.Now().Add(o.StartDelay).Truncate(time.Millisecond)
+	var sale struct{ ID string }
+	if err := c.do(ctx, "POST", "/v1/sales", admin, map[string]any{
+		"name": "bench " + run, "price_cents": 100, "stock": o.Stock,
+		"starts_at": starts, "ends_at": starts.Add(time.Hour),
+	}, http.StatusCreated, &sale); err != nil {
+		return nil, fmt.Errorf("create sale: %w", err)
+	}
+	r.SaleID = sale.ID
+
+	// Tokens are minted before the sale opens, as real buyers log in early.
+	tokens := make([]string, o.Users)
+	for i := range tokens {
+		if tokens[i], err = o.Signer.Mint(fmt.Sprintf("bench-%s-%d", run, i), auth.RoleBuyer, 2*time.Hour); err != nil {
+			return nil, err
+		}
+	}
+	requests := make([]int, 0, o.Users+int(float64(o.Users)*o.DupRate))
+	for i := range o.Users {
+		requests = append(requests, i)
+	}
+	for range int(float64(o.Users) * o.DupRate) {
+		requests = append(requests, rand.IntN(o.Users))
+	}
+	rand.Shuffle(len(requests), func(i, j int) { requests[i], requests[j] = requests[j], requests[i] })
+	r.Requests = len(requests)
+
+	if d := time.Until(starts); d > 0 {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(d):
+		}
+	}
+
+	// Admission.
+	bar := newBar(o.Progress, len(requests), "admission")
+	var (
+		next      atomic.Int64
+		mu        sync.Mutex
+		latencies = make([]time.Duration, 0, len(requests))
+		accepted  = map[string]string{} // order id -> token
+		wg        sync.WaitGroup
+	)
+	begin := time.Now()
+	for range o.Concurrency {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(requests) || ctx.Err() != nil {
+					return
+				}
+				tok := tokens[requests[i]]
+				t0 := time.Now()
+				code, orderID := c.purchase(ctx, sale.ID, tok)
+				d := time.Since(t0)
+				mu.Lock()
+				latencies = append(latencies, d)
+				r.Outcomes[code]++
+				if orderID != "" && code == "ACCEPTED" {
+					accepted[orderID] = tok
+				}
+				mu.Unlock()
+				bar.add()
+			}
+		})
+	}
+	wg.Wait()
+	r.AdmissionSeconds = time.Since(begin).Seconds()
+	bar.finish()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	r.Accepted = len(accepted)
+	r.RequestsPerSec = float64(len(requests)) / r.AdmissionSeconds
+	r.Latency = summarize(latencies)
+
+	if o.Ceiling != nil {
+		d, err := o.Ceiling(ctx, o.Users, o.Stock, o.Concurrency)
+		if err != nil {
+			return nil, fmt.Errorf("redis ceiling: %w", err)
+		}
+		r.CeilingSeconds = d.Seconds()
+		r.AdmissionVsCeil = r.AdmissionSeconds / r.CeilingSeconds
+	}
+
+	// The sagas: every accepted order reaches AWAITING_PAYMENT.
+	bar = newBar(o.Progress, r.Accepted, "orders created")
+	deadline := time.Now().Add(o.Wait)
+	for {
+		st, err := c.stats(ctx, sale.ID, admin)
+		if err == nil {
+			created := st.Orders["AWAITING_PAYMENT"] + st.Orders["PAID"] + st.Orders["CANCELLED"] + st.Orders["EXPIRED"] + st.Orders["FAILED"]
+			bar.set(created)
+			if created >= r.Accepted && st.Pending == 0 && st.RelayBacklog == 0 {
+				r.AllCreated = st.Orders["AWAITING_PAYMENT"] == r.Accepted
+				break
+			}
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	r.CreatedSeconds = time.Since(begin).Seconds()
+	bar.finish()
+	if r.CreatedSeconds > 0 {
+		r.OrdersPerSecond = float64(r.Accepted) / r.CreatedSeconds
+	}
+
+	// Pay and cancel fractions, driving the sagas to their ends.
+	if o.Pay > 0 || o.Cancel > 0 {
+		ends := time.Now()
+		r.Paid, r.Cancelled = c.settle(ctx, accepted, o, newBar(o.Progress, int(float64(r.Accepted)*(o.Pay+o.Cancel)), "pay/cancel"))
+		for time.Now().Before(deadline) && ctx.Err() == nil {
+			st, err := c.stats(ctx, sale.ID, admin)
+			if err == nil && st.Orders["PAID"] == r.Paid && st.Orders["CANCELLED"] == r.Cancelled && st.RedisRemaining == st.DBStock {
+				break
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+		r.EndSeconds = time.Since(ends).Seconds()
+	}
+
+	st, err := c.stats(ctx, sale.ID, admin)
+	if err != nil {
+		return nil, fmt.Errorf("final stats: %w", err)
+	}
+	r.Stats = st
+	r.check()
+	r.LoadAfter = loadAverage()
+	return r, nil
+}
+
+// check applies the invariants visible through the stats endpoint.
+func (r *Result) check() {
+	st := r.Stats
+	violate := func(f string, a ...any) { r.Violations = append(r.Violations, fmt.Sprintf(f, a...)) }
+	if st.live() > st.Stock {
+		violate("oversold: %d live orders for %d units", st.live(), st.Stock)
+	}
+	if r.Accepted > r.Stock {
+		violate("%d purchases accepted for %d units", r.Accepted, r.Stock)
+	}
+	if st.DBStock+st.live() != st.Stock {
+		violate("conservation: db stock %d + live orders %d != %d", st.DBStock, st.live(), st.Stock)
+	}
+	if st.RedisRemaining != st.DBStock {
+		violate("redis remaining %d != db stock %d", st.RedisRemaining, st.DBStock)
+	}
+	if st.RedisBuyers != int64(st.live()) {
+		violate("redis buyers %d != live orders %d", st.RedisBuyers, st.live())
+	}
+	if st.Pending != 0 || st.RelayBacklog != 0 {
+		violate("orders still on their way: pending %d, relay backlog %d", st.Pending, st.RelayBacklog)
+	}
+	if !r.AllCreated {
+		violate("not every accepted order reached AWAITING_PAYMENT in time")
+	}
+	total := 0
+	for _, n := range st.Orders {
+		total += n
+	}
+	if total != r.Accepted {
+		violate("%d order rows for %d accepted purchases (lost or extra orders)", total, r.Accepted)
+	}
+	r.InvariantsOK = len(r.Violations) == 0
+}
+
+func summarize(ds []time.Duration) Latency {
+	if len(ds) == 0 {
+		return Latency{}
+	}
+	slices.Sort(ds)
+	at := func(q float64) float64 {
+		i := int(q * float64(len(ds)-1))
+		return float64(ds[i].Microseconds()) / 1000
+	}
+	return Latency{P50: at(0.50), P95: at(0.95), P99: at(0.99), Max: at(1)}
+}
+
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+// client speaks the REST API.
+type client struct {
+	base string
+	http *http.Client
+}
+
+func (c *client) do(ctx context.Context, method, path, token string, body any, want int, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode != want {
+		return fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, b)
+	}
+	if out != nil {
+		return json.Unmarshal(b, out)
+	}
+	return nil
+}
+
+// purchase buys one unit and names the outcome: ACCEPTED, an error code,
+// or HTTP_<status> / TRANSPORT.
+func (c *client) purchase(ctx context.Context, saleID, token string) (code, orderID string) {
+	req, _ := http.NewRequestWithContext(ctx, "POST", c.base+"/v1/sales/"+saleID+"/orders", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return "TRANSPORT", ""
+	}
+	defer resp.Body.Close()
+	var body struct {
+		OrderID string `json:"order_id"`
+		Code    string `json:"code"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&body)
+	switch {
+	case resp.StatusCode == http.StatusAccepted:
+		return "ACCEPTED", body.OrderID
+	case body.Code != "":
+		return body.Code, ""
+	}
+	return fmt.Sprintf("HTTP_%d", resp.StatusCode), ""
+}
+
+func (c *client) stats(ctx context.Context, saleID, admin string) (Stats, error) {
+	var st Stats
+	err := c.do(ctx, "GET", "/v1/sales/"+saleID+"/stats", admin, nil, http.StatusOK, &st)
+	return st, err
+}
+
+// settle pays and cancels the asked fractions of the accepted orders.
+func (c *client) settle(ctx context.Context, accepted map[string]string, o Options, bar *bar) (paid, cancelled int) {
+	ids := make([]string, 0, len(accepted))
+	for id := range accepted {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	nPay := int(float64(len(ids)) * o.Pay)
+	nCancel := int(float64(len(ids)) * o.Cancel)
+	type job struct{ id, action string }
+	jobs := make(chan job)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range min(o.Concurrency, 32) {
+		wg.Go(func() {
+			for j := range jobs {
+				err := c.do(ctx, "POST", "/v1/orders/"+j.id+"/"+j.action, accepted[j.id], nil, http.StatusOK, nil)
+				if err != nil && strings.Contains(err.Error(), ": 202 ") {
+					err = nil // recorded a moment later
+				}
+				mu.Lock()
+				if err == nil && j.action == "pay" {
+					paid++
+				} else if err == nil {
+					cancelled++
+				}
+				mu.Unlock()
+				bar.add()
+			}
+		})
+	}
+	for i, id := range ids[:nPay+nCancel] {
+		action := "pay"
+		if i >= nPay {
+			action = "cancel"
+		}
+		jobs <- job{id, action}
+	}
+	close(jobs)
+	wg.Wait()
+	bar.finish()
+	return paid, cancelled
+}
+
+// bar wraps a progress bar that may be off.
+type bar struct{ pb *progressbar.ProgressBar }
+
+func newBar(w io.Writer, total int, what string) *bar {
+	if w == nil {
+		return &bar{}
+	}
+	return &bar{pb: progressbar.NewOptions(total,
+		progressbar.OptionSetWriter(w), progressbar.OptionSetDescription(what),
+		progressbar.OptionShowCount(), progressbar.OptionShowIts(), progressbar.OptionSetWidth(30),
+		progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionClearOnFinish())}
+}
+
+func (b *bar) add() {
+	if b.pb != nil {
+		_ = b.pb.Add(1)
+	}
+}
+
+func (b *bar) set(n int) {
+	if b.pb != nil {
+		_ = b.pb.Set(n)
+	}
+}
+
+func (b *bar) finish() {
+	if b.pb != nil {
+		_ = b.pb.Finish()
+	}
+}

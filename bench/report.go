@@ -1,0 +1,61 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/seckill/seckill/domain"
+)
+
+func isBusinessOutcome(err error) bool {
+	var already *domain.AlreadyPurchasedError
+	return errors.Is(err, domain.ErrSoldOut) || errors.As(err, &already)
+}
+
+// Table renders a result for people.
+func (r *Result) Table() string {
+	var b strings.Builder
+	row := func(k, f string, a ...any) { fmt.Fprintf(&b, "  %-26s %s\n", k, fmt.Sprintf(f, a...)) }
+	fmt.Fprintf(&b, "seckill bench: %d buyers (%d requests) race for %d units, concurrency %d, %s\n",
+		r.Users, r.Requests, r.Stock, r.Concurrency, r.Target)
+	fmt.Fprintf(&b, "machine: %d cores, load average %s before, %s after\n\n", r.Cores, r.LoadBefore, r.LoadAfter)
+	b.WriteString("admission\n")
+	row("wall time", "%.3f s", r.AdmissionSeconds)
+	row("requests/s", "%.0f", r.RequestsPerSec)
+	row("latency p50/p95/p99/max", "%.1f / %.1f / %.1f / %.1f ms", r.Latency.P50, r.Latency.P95, r.Latency.P99, r.Latency.Max)
+	codes := make([]string, 0, len(r.Outcomes))
+	for c := range r.Outcomes {
+		codes = append(codes, c)
+	}
+	slices.Sort(codes)
+	parts := make([]string, 0, len(codes))
+	for _, c := range codes {
+		parts = append(parts, fmt.Sprintf("%s %d", c, r.Outcomes[c]))
+	}
+	row("outcomes", "%s", strings.Join(parts, ", "))
+	if r.CeilingSeconds > 0 {
+		row("redis ceiling", "%.3f s for the same requests as bare reserve.lua calls", r.CeilingSeconds)
+		row("admission / ceiling", "%.2f×", r.AdmissionVsCeil)
+	}
+	b.WriteString("saga\n")
+	row("all orders created", "%.1f s after the first purchase (%v)", r.CreatedSeconds, r.AllCreated)
+	row("orders/s through the saga", "%.1f", r.OrdersPerSecond)
+	if r.Paid+r.Cancelled > 0 {
+		row("paid / cancelled", "%d / %d, settled in %.1f s", r.Paid, r.Cancelled, r.EndSeconds)
+	}
+	b.WriteString("invariants\n")
+	st := r.Stats
+	row("stock / db / redis", "%d / %d / %d", st.Stock, st.DBStock, st.RedisRemaining)
+	row("live orders / redis buyers", "%d / %d", st.live(), st.RedisBuyers)
+	if r.InvariantsOK {
+		row("verdict", "OK (oversold 0, redis = db, nothing pending)")
+	} else {
+		row("verdict", "VIOLATED")
+		for _, v := range r.Violations {
+			b.WriteString("    - " + v + "\n")
+		}
+	}
+	return b.String()
+}

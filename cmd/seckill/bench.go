@@ -1,0 +1,65 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/seckill/seckill/bench"
+)
+
+// BenchCmd runs the classic flash sale against a running system.
+type BenchCmd struct {
+	AuthFlags
+	Target      string        `name:"target" env:"SECKILL_API" default:"http://127.0.0.1:8080" help:"Base URL of the api."`
+	Users       int           `name:"users" default:"30000" help:"Buyers."`
+	Stock       int           `name:"stock" default:"20000" help:"Units on sale."`
+	Concurrency int           `name:"concurrency" default:"64" help:"Requests in flight."`
+	DupRate     float64       `name:"dup-rate" default:"0" help:"Fraction of buyers who send a second request."`
+	Pay         float64       `name:"pay" default:"0" help:"Fraction of accepted orders to pay."`
+	Cancel      float64       `name:"cancel" default:"0" help:"Fraction of accepted orders to cancel."`
+	StartDelay  time.Duration `name:"start-delay" default:"3s" help:"The sale opens this long after it is created."`
+	Wait        time.Duration `name:"wait" default:"15m" help:"How long to wait for every order's saga."`
+	RedisAddr   string        `name:"redis-addr" env:"REDIS_ADDR" help:"The system's Redis, to measure the bare reserve.lua ceiling on it (optional)."`
+	CeilingDB   int           `name:"ceiling-db" default:"15" help:"Redis database for the ceiling's scratch sale."`
+	JSON        bool          `name:"json" help:"Print the result as one JSON object."`
+}
+
+func (c *BenchCmd) Run(ctx context.Context) error {
+	signer, err := c.signer()
+	if err != nil {
+		return err
+	}
+	opts := bench.Options{
+		Target: c.Target, Users: c.Users, Stock: c.Stock, Concurrency: c.Concurrency,
+		DupRate: c.DupRate, Pay: c.Pay, Cancel: c.Cancel, StartDelay: c.StartDelay, Wait: c.Wait,
+		Signer: signer, Progress: os.Stderr,
+	}
+	if c.RedisAddr != "" {
+		ro, err := redisOptions(c.RedisAddr)
+		if err != nil {
+			return err
+		}
+		opts.Ceiling = bench.RedisCeiling(ro, c.CeilingDB)
+	}
+	r, err := bench.Run(ctx, opts)
+	if err != nil {
+		return err
+	}
+	if c.JSON {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(r); err != nil {
+			return err
+		}
+	} else {
+		fmt.Print(r.Table())
+	}
+	if !r.InvariantsOK {
+		return &exitError{code: 1, err: errors.New("the run violated an invariant")}
+	}
+	return nil
+}

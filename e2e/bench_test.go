@@ -1,0 +1,99 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/bench"
+	"github.com/seckill/seckill/internal/testenv"
+)
+
+// A small classic sale end to end through `seckill bench`; then the
+// invariant audit of `seckill audit`, and /metrics must agree with what the
+// load generator saw.
+func TestSmallBench(t *testing.T) {
+	testenv.RedisAddr(t)
+	dir := t.TempDir()
+	port := testenv.FreePort(t)
+	api := fmt.Sprintf("http://127.0.0.1:%d", port)
+	dev := run(t, "dev", []string{"SECKILL_JWT_SECRET=" + secret}, "dev", "--data-dir", dir, "--seed-stock=0",
+		"--http-addr", fmt.Sprintf("127.0.0.1:%d", port), "--temporal-port=0", "--ui-port=-1")
+	waitReady(t, api+"/readyz", 60*time.Second)
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if !strings.Contains(dev.stdout(), "Redis ") {
+			return fmt.Errorf("dev has not printed its addresses yet")
+		}
+		return nil
+	})
+	redisAddr := regexp.MustCompile(`Redis\s+(\S+)`).FindStringSubmatch(dev.stdout())[1]
+	temporalAddr := regexp.MustCompile(`Temporal\s+(\d\S+)`).FindStringSubmatch(dev.stdout())[1]
+
+	cmd := exec.Command(testenv.Binary(t), "bench", "--target", api, "--users", "3000", "--stock", "1000",
+		"--dup-rate", "0.1", "--pay", "0.2", "--cancel", "0.1", "--start-delay", "2s", "--wait", "8m",
+		"--redis-addr", redisAddr, "--json")
+	cmd.Env = append(cmd.Environ(), "SECKILL_JWT_SECRET="+secret)
+	out, err := cmd.Output()
+	var r bench.Result
+	if jerr := json.Unmarshal(out, &r); jerr != nil {
+		t.Fatalf("bench: %v / %v\n%s", err, jerr, out)
+	}
+	t.Logf("bench: admission %.2fs (%.0f req/s, p99 %.1f ms, %.2f× the Redis ceiling), all orders created after %.1fs (%.1f orders/s), outcomes %v",
+		r.AdmissionSeconds, r.RequestsPerSec, r.Latency.P99, r.AdmissionVsCeil, r.CreatedSeconds, r.OrdersPerSecond, r.Outcomes)
+	if err != nil || !r.InvariantsOK || !r.AllCreated {
+		t.Fatalf("bench failed (%v): %v", err, r.Violations)
+	}
+	if r.Accepted != 1000 || r.Outcomes["ACCEPTED"] != 1000 || r.Outcomes["SOLD_OUT"]+r.Outcomes["ALREADY_PURCHASED"] != r.Requests-1000 {
+		t.Fatalf("outcomes %v for %d requests, want exactly 1000 accepted", r.Outcomes, r.Requests)
+	}
+	if r.Paid != 200 || r.Cancelled != 100 {
+		t.Fatalf("paid %d, cancelled %d; want 200 and 100", r.Paid, r.Cancelled)
+	}
+
+	// The full audit, straight from the stores.
+	audit := exec.Command(testenv.Binary(t), "audit", "--sale", r.SaleID, "--settled",
+		"--database-url", "sqlite:"+filepath.Join(dir, "seckill.db"), "--redis-addr", redisAddr,
+		"--temporal-address", temporalAddr)
+	if out, err := audit.CombinedOutput(); err != nil || !strings.Contains(string(out), "OK: every invariant holds") {
+		t.Fatalf("seckill audit: %v\n%s", err, out)
+	}
+
+	// /metrics counted what the load generator saw.
+	metrics := get(t, api+"/metrics")
+	for code, n := range r.Outcomes {
+		if got := metric(t, metrics, `seckill_purchases_total{code="`+code+`"}`); got != float64(n) {
+			t.Errorf("seckill_purchases_total{code=%q} = %v, want %d", code, got, n)
+		}
+	}
+	if got := metric(t, metrics, "seckill_admission_seconds_count"); got != float64(r.Requests) {
+		t.Errorf("seckill_admission_seconds_count = %v, want %d", got, r.Requests)
+	}
+	if got := metric(t, metrics, "seckill_relay_workflows_started_total"); got != 1000 {
+		t.Errorf("seckill_relay_workflows_started_total = %v, want 1000", got)
+	}
+	for _, series := range []string{"seckill_websocket_connections", "go_goroutines"} {
+		metric(t, metrics, series)
+	}
+}
+
+// metric returns the value of one series in a Prometheus text exposition.
+func metric(t *testing.T, text, series string) float64 {
+	t.Helper()
+	for _, line := range strings.Split(text, "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			return f
+		}
+	}
+	t.Fatalf("/metrics has no series %s", series)
+	return 0
+}
