@@ -30,7 +30,7 @@ import (
 // Config tunes the api. Zero values take the defaults of withDefaults.
 type Config struct {
 	// UserRate and SaleRate bound purchase requests per second per buyer
-	// and per sale (0 disables that limit).
+	// and per sale; 0 takes the default, a negative value disables the limit.
 	UserRate int
 	SaleRate int
 	// SoldOutTTL bounds how long the local sold-out flag of a sale is

@@ -22,7 +22,9 @@ import (
 )
 
 // admit warms a sale and reserves n units for n buyers, queueing n intents.
-func admit(t *testing.T, st *stock.Stock, sale int64, n int) {
+func admit(t *testing.T, st *stock.Stock, sale int64, n int) { admitB(t, st, sale, n) }
+
+func admitB(t testing.TB, st *stock.Stock, sale int64, n int) {
 	t.Helper()
 	ctx := context.Background()
 	if _, err := st.Warm(ctx, stock.Sale{ID: sale, PriceCents: 100, Remaining: n,
@@ -37,7 +39,9 @@ func admit(t *testing.T, st *stock.Stock, sale int64, n int) {
 	}
 }
 
-func newStock(t *testing.T) (*stock.Stock, *redis.Client) {
+func newStock(t *testing.T) (*stock.Stock, *redis.Client) { return newStockB(t) }
+
+func newStockB(t testing.TB) (*stock.Stock, *redis.Client) {
 	rdb, _ := testenv.Redis(t)
 	return stock.New(rdb, redsync.New(goredis.NewPool(rdb))), rdb
 }

@@ -23,8 +23,14 @@ import (
 func newStock(t *testing.T) (*stock.Stock, *redis.Client) {
 	t.Helper()
 	rdb, _ := testenv.Redis(t)
-	return stock.New(rdb, redsync.New(goredis.NewPool(rdb))), rdb
+	return newStockOn(rdb), rdb
 }
+
+func newStockOn(rdb *redis.Client) *stock.Stock {
+	return stock.New(rdb, redsync.New(goredis.NewPool(rdb)))
+}
+
+var testenvRedis = testenv.Redis
 
 // openSale warms a sale that is on now.
 func openSale(t *testing.T, st *stock.Stock, id int64, units int) {
