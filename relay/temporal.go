@@ -28,6 +28,10 @@ func (s TemporalStarter) Start(ctx context.Context, in workflows.OrderInput) (bo
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
 		TypedSearchAttributes:                    workflows.SearchAttributes(in.Order, domain.StatusPending),
 		Memo:                                     map[string]any{"summary": workflows.Summary(in.Order, domain.StatusPending)},
+		// Where a worker shares this client (dev mode, one process), the
+		// first workflow task comes back with the start, saving a round
+		// trip through the server; elsewhere the server starts it as usual.
+		EnableEagerStart: true,
 	}
 	_, err := s.Client.ExecuteWorkflow(ctx, opts, workflows.OrderWorkflow, in)
 	var already *serviceerror.WorkflowExecutionAlreadyStarted

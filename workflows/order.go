@@ -70,11 +70,15 @@ type CancelRequest struct {
 	Reason string
 }
 
-// Activity options. Forward steps retry infrastructure errors with backoff
-// for a bounded time, then the saga compensates; compensations retry until
-// they succeed, because a unit that is never given back is lost.
+// Activity options. The forward steps and Notify are short database and
+// Redis calls, so they run as local activities: inside the workflow task,
+// without a round trip through the Temporal server each, which is where a
+// saga's time goes. They retry infrastructure errors with backoff for a
+// bounded time, then the saga compensates. Compensations are ordinary
+// activities that retry until they succeed, because a unit that is never
+// given back is lost.
 var (
-	forwardOptions = workflow.ActivityOptions{
+	forwardOptions = workflow.LocalActivityOptions{
 		StartToCloseTimeout:    10 * time.Second,
 		ScheduleToCloseTimeout: 5 * time.Minute,
 		RetryPolicy: &temporal.RetryPolicy{
@@ -95,7 +99,7 @@ var (
 	}
 	// A lost push is not a lost result: the buyer's socket gets a snapshot
 	// of their orders on connect. So Notify gives up after a few tries.
-	notifyOptions = workflow.ActivityOptions{
+	notifyOptions = workflow.LocalActivityOptions{
 		StartToCloseTimeout: 5 * time.Second,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:    200 * time.Millisecond,
@@ -103,6 +107,14 @@ var (
 			MaximumAttempts:    5,
 		},
 	}
+)
+
+// Local activities are called by name, so the worker runs the registered
+// *activities.Activities, which holds the database and Redis clients.
+const (
+	deductStock = "DeductStock"
+	createOrder = "CreateOrder"
+	notify      = "Notify"
 )
 
 // a is only used to name activity methods; the worker registers the real one.
@@ -128,8 +140,8 @@ func OrderWorkflow(ctx workflow.Context, in OrderInput) (OrderState, error) {
 	pay := workflow.GetSignalChannel(ctx, SignalPay)
 	cancel := workflow.GetSignalChannel(ctx, SignalCancel)
 
-	fctx := workflow.WithActivityOptions(ctx, forwardOptions)
-	if err := workflow.ExecuteActivity(fctx, a.DeductStock, o.ref).Get(ctx, nil); err != nil {
+	fctx := workflow.WithLocalActivityOptions(ctx, forwardOptions)
+	if err := workflow.ExecuteLocalActivity(fctx, deductStock, o.ref).Get(ctx, nil); err != nil {
 		return o.fail(ctx, err, "deduct stock")
 	}
 	o.compensations = append(o.compensations, func(ctx workflow.Context) error {
@@ -137,7 +149,7 @@ func OrderWorkflow(ctx workflow.Context, in OrderInput) (OrderState, error) {
 	})
 	// CancelOrder, CreateOrder's compensation, runs in every unhappy ending
 	// (see end), so it needs no entry in the list.
-	if err := workflow.ExecuteActivity(fctx, a.CreateOrder, o.ref).Get(ctx, nil); err != nil {
+	if err := workflow.ExecuteLocalActivity(fctx, createOrder, o.ref).Get(ctx, nil); err != nil {
 		return o.fail(ctx, err, "create order")
 	}
 	o.set(ctx, domain.StatusAwaitingPayment, "")
@@ -201,9 +213,9 @@ func (o *order) set(ctx workflow.Context, status domain.Status, reason string) {
 	if err := workflow.UpsertMemo(ctx, map[string]any{"summary": Summary(o.ref, status)}); err != nil {
 		logger.Warn("upsert memo", "err", err)
 	}
-	nctx := workflow.WithActivityOptions(ctx, notifyOptions)
+	nctx := workflow.WithLocalActivityOptions(ctx, notifyOptions)
 	in := activities.NotifyInput{Ref: o.ref, Status: status, Reason: reason}
-	if err := workflow.ExecuteActivity(nctx, a.Notify, in).Get(ctx, nil); err != nil {
+	if err := workflow.ExecuteLocalActivity(nctx, notify, in).Get(ctx, nil); err != nil {
 		logger.Warn("notify buyer", "order_id", o.ref.OrderID, "status", status, "err", err)
 	}
 }
