@@ -18,6 +18,7 @@ import (
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/devstack"
 	"github.com/seckill/seckill/store"
+	"github.com/seckill/seckill/web"
 	"github.com/seckill/seckill/worker"
 	"github.com/seckill/seckill/workflows"
 )
@@ -132,6 +133,7 @@ func (c *DevCmd) Run(ctx context.Context) error {
 		return err
 	}
 	defer stopAPI()
+	srv.Mux().Handle("GET /", web.Handler())
 	if err := warmAll(ctx, d.store, srv.Warm); err != nil {
 		return err
 	}
@@ -146,6 +148,7 @@ func (c *DevCmd) Run(ctx context.Context) error {
 		admin, _ := signer.Mint("demo-admin", auth.RoleAdmin, 24*time.Hour)
 		var b strings.Builder
 		fmt.Fprintf(&b, "\nseckill dev is ready (%.1fs)\n\n", time.Since(started).Seconds())
+		fmt.Fprintf(&b, "  Demo page      %s/\n", base)
 		fmt.Fprintf(&b, "  API            %s/v1\n", base)
 		fmt.Fprintf(&b, "  API docs       %s/docs\n", base)
 		fmt.Fprintf(&b, "  Websocket      %s/v1/ws?access_token=<token>\n", strings.Replace(base, "http", "ws", 1))

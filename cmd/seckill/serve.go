@@ -14,6 +14,7 @@ import (
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/orderid"
 	"github.com/seckill/seckill/relay"
+	"github.com/seckill/seckill/web"
 )
 
 // AuthFlags hold the token secret.
@@ -71,6 +72,7 @@ func (c *ServeCmd) Run(ctx context.Context) error {
 		return err
 	}
 	defer stop()
+	srv.Mux().Handle("GET /", web.Handler())
 	return serveHTTP(ctx, c.HTTPAddr, srv.Handler(), nil)
 }
 

@@ -1,0 +1,382 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/seckill/seckill/internal/testenv"
+)
+
+// chromiumPath finds Debian's chromium; without it the test skips, or fails
+// when the services are required (CI installs it, see .ci/run).
+func chromiumPath(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("chromium")
+	if err == nil {
+		return p
+	}
+	if os.Getenv("SECKILL_REQUIRE_SERVICES") == "1" {
+		t.Fatalf("chromium is required (SECKILL_REQUIRE_SERVICES=1) but not installed: %v; run the tests through .ci/run", err)
+	}
+	t.Skipf("chromium not installed (%v); run the tests through .ci/run", err)
+	return ""
+}
+
+// browser is one headless chromium tab with helpers that fail the test with
+// a screenshot and the page's text.
+type browser struct {
+	t   *testing.T
+	ctx context.Context
+	dir string
+	n   int
+
+	mu      sync.Mutex
+	console []chromedp.ConsoleMessage
+}
+
+func newBrowser(t *testing.T) *browser {
+	t.Helper()
+	path := chromiumPath(t)
+	dir := os.Getenv("SECKILL_ARTIFACTS")
+	if dir == "" {
+		dir = t.TempDir()
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	profile := t.TempDir()
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(path),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.Flag("disable-extensions", true),
+		chromedp.Flag("disable-default-apps", true),
+		chromedp.Flag("disable-renderer-backgrounding", true),
+		chromedp.Flag("disable-background-timer-throttling", true),
+		chromedp.Flag("force-color-profile", "srgb"),
+		chromedp.UserDataDir(profile),
+		chromedp.WindowSize(1280, 900),
+	)
+	ctx, cancelTab := chromedp.NewContext(actx)
+	// The profile directory goes after the browser has exited (cleanups run
+	// last in, first out).
+	t.Cleanup(func() { cancelTab(); cancelAlloc() })
+	b := &browser{t: t, ctx: ctx, dir: dir}
+	messages := chromedp.Console(ctx) // starts the browser
+	go func() {
+		for m, err := range messages {
+			if err != nil {
+				return
+			}
+			b.mu.Lock()
+			b.console = append(b.console, m)
+			b.mu.Unlock()
+		}
+	}()
+	b.do("start chromium", 30*time.Second, chromedp.EmulateViewport(1280, 900))
+	return b
+}
+
+// do runs steps, failing the test if they do not finish within timeout.
+func (b *browser) do(what string, timeout time.Duration, steps ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, timeout)
+	defer cancel()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		b.fail(what, err)
+	}
+}
+
+// value runs a that returns a value.
+func value[T any](b *browser, what string, a chromedp.Action[T]) T {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(ctx, a)
+	if err != nil {
+		b.fail(what, err)
+	}
+	return v
+}
+
+// until waits for a JavaScript condition on the page to become true.
+func (b *browser) until(what string, timeout time.Duration, cond string) {
+	b.t.Helper()
+	b.do(what, timeout+time.Second, chromedp.Poll[chromedp.Void](cond,
+		chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(timeout)))
+}
+
+func (b *browser) fail(what string, err error) {
+	b.t.Helper()
+	b.screenshot("failed")
+	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
+	defer cancel()
+	text, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body ? document.body.innerText : ""`))
+	b.logConsole()
+	b.t.Fatalf("%s: %v\n--- page text ---\n%s", what, err, text)
+}
+
+// screenshot saves a PNG of the whole page as NN-name.png.
+func (b *browser) screenshot(name string) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 15*time.Second)
+	defer cancel()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)) // quality 100: PNG
+	if err != nil {
+		b.t.Logf("screenshot %s: %v", name, err)
+		return
+	}
+	b.n++
+	file := filepath.Join(b.dir, fmt.Sprintf("%02d-%s.png", b.n, name))
+	if err := os.WriteFile(file, png, 0o644); err != nil {
+		b.t.Fatal(err)
+	}
+	b.t.Logf("screenshot %s", file)
+}
+
+func (b *browser) logConsole() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, m := range b.console {
+		b.t.Logf("browser console: %s (%s:%d)", m, m.URL, m.Line)
+	}
+}
+
+// errors are the uncaught exceptions and console errors so far, such as a
+// blocked script or style (CSP).
+func (b *browser) errors() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []string
+	for _, m := range b.console {
+		// The network's log reports each 4xx answer; the page expects some
+		// (409 SOLD_OUT) and shows them.
+		if m.IsException() || m.Type == chromedp.ConsoleError && m.Source != "network" {
+			out = append(out, fmt.Sprintf("%s (%s:%d)", m, m.URL, m.Line))
+		}
+	}
+	return out
+}
+
+// js quotes s as a JavaScript string literal.
+func js(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// TestDemoPage drives the demo page in a real browser against `seckill dev`:
+// countdown, buy, the result pushed over the websocket, pay, the error
+// messages, the operator view and the link to the order's workflow.
+func TestDemoPage(t *testing.T) {
+	testenv.RedisAddr(t) // dev mode needs nothing, but CI's tools come with the services
+	chromiumPath(t)
+	port, uiPort := testenv.FreePort(t), testenv.FreePort(t)
+	run(t, "dev", nil, "dev", "--memory", "--http-addr", fmt.Sprintf("127.0.0.1:%d", port),
+		"--temporal-port=0", fmt.Sprintf("--ui-port=%d", uiPort))
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	b := newBrowser(t) // chromium starts while seckill dev does
+	waitReady(t, base+"/readyz", 60*time.Second)
+
+	// The page sits beside the API; the API's own routes still answer.
+	for path, want := range map[string]string{
+		"/":             "text/html",
+		"/app.js":       "text/javascript",
+		"/style.css":    "text/css",
+		"/docs":         "text/html",
+		"/openapi.json": "application/",
+		"/v1/info":      "application/json",
+		"/v1/sales":     "application/json",
+		"/healthz":      "application/json",
+		"/metrics":      "text/plain",
+	} {
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if ct := resp.Header.Get("Content-Type"); resp.StatusCode != http.StatusOK || !strings.HasPrefix(ct, want) {
+			t.Errorf("GET %s: %d %q, want 200 %s…", path, resp.StatusCode, ct, want)
+		}
+	}
+	if !strings.Contains(get(t, base+"/openapi.json"), `"/v1/sales/{id}/orders"`) {
+		t.Error("/openapi.json lacks the purchase route")
+	}
+	var info struct {
+		TemporalUIURL     string `json:"temporal_ui_url"`
+		TemporalNamespace string `json:"temporal_namespace"`
+		DevMode           bool   `json:"dev_mode"`
+	}
+	if err := json.Unmarshal([]byte(get(t, base+"/v1/info")), &info); err != nil || !info.DevMode || info.TemporalUIURL == "" {
+		t.Fatalf("/v1/info: %+v %v", info, err)
+	}
+
+	// An operator opens a sale of exactly one unit, five seconds from now.
+	var admin struct{ Token string }
+	if st := call(t, "POST", base+"/v1/dev/token", "", map[string]string{"user_id": "e2e-operator", "role": "admin"}, &admin); st != http.StatusOK {
+		t.Fatalf("dev token: %d", st)
+	}
+	startsAt := time.Now().Add(5 * time.Second)
+	var sale struct{ ID string }
+	if st := call(t, "POST", base+"/v1/sales", admin.Token, map[string]any{
+		"name": "Browser phone", "price_cents": 129900, "stock": 1,
+		"starts_at": startsAt, "ends_at": startsAt.Add(time.Hour),
+	}, &sale); st != http.StatusCreated {
+		t.Fatalf("create sale: %d", st)
+	}
+	card := fmt.Sprintf(`.sale[data-sale-id="%s"]`, sale.ID)
+	buyBtn := card + ` button[data-action="buy"]`
+
+	// 1. The page lists the sale with its countdown.
+	b.do("open the page", 20*time.Second,
+		chromedp.Navigate(base+"/"),
+		chromedp.WaitVisible(chromedp.CSS(card+`[data-state="upcoming"]`)))
+	countdown := value(b, "countdown", chromedp.Text(chromedp.CSS(card+` .countdown`)))
+	if !strings.HasPrefix(countdown, "Starts in 00:0") {
+		t.Fatalf("countdown %q, want Starts in 00:0…", countdown)
+	}
+	b.until("the countdown ticks", 3*time.Second,
+		`(t => t.startsWith("Starts in 00:0") && t !== `+js(countdown)+`)(document.querySelector(`+js(card+` .countdown`)+`).textContent)`)
+	// A marker that a reload would wipe out.
+	b.do("mark the page", 5*time.Second, chromedp.Evaluate[chromedp.Void](`window.e2eNoReload = "still here"`))
+	b.screenshot("countdown")
+
+	// 2. New buyer: a dev token, and the websocket opens.
+	b.do("new buyer", 10*time.Second,
+		chromedp.Click(chromedp.CSS(`#new-buyer`)),
+		chromedp.WaitVisible(chromedp.CSS(`#live[data-state="open"]`)))
+	first := value(b, "buyer id", chromedp.AttributeValue(chromedp.CSS(`#whoami`), "data-user-id")).Value
+	if !strings.HasPrefix(first, "buyer-") {
+		t.Fatalf("after New buyer, #whoami says user %q", first)
+	}
+	// The operator watches too: the stats of the sale, live, beside the shop.
+	stats := fmt.Sprintf(`[data-stats-sale-id="%s"]`, sale.ID)
+	b.do("become admin", 10*time.Second,
+		chromedp.Click(chromedp.CSS(`#become-admin`)),
+		chromedp.WaitVisible(chromedp.CSS(`#operator`)),
+		chromedp.WaitVisible(chromedp.CSS(stats+` dd[data-metric="redis_remaining"]`)))
+	b.until("the stats arrive", 5*time.Second,
+		`document.querySelector(`+js(stats+` dd[data-metric="redis_remaining"]`)+`).textContent === "1"`)
+	b.screenshot("new-buyer-and-operator")
+
+	// 3. The countdown reaches the start and the Buy button opens.
+	b.do("the sale opens", 15*time.Second,
+		chromedp.WaitVisible(chromedp.CSS(card+`[data-state="active"]`)),
+		chromedp.WaitEnabled(chromedp.CSS(buyBtn)))
+	if early := time.Until(startsAt); early > 300*time.Millisecond {
+		t.Fatalf("the Buy button opened %s before the sale starts", early)
+	}
+
+	// 4. Buy: PENDING at once, AWAITING_PAYMENT pushed over the websocket.
+	b.do("buy", 30*time.Second,
+		chromedp.Click(chromedp.CSS(buyBtn)),
+		chromedp.WaitVisible(chromedp.CSS(`#orders li[data-status="AWAITING_PAYMENT"]`)))
+	order := value(b, "order id", chromedp.AttributeValue(chromedp.CSS(`#orders li[data-status="AWAITING_PAYMENT"]`), "data-order-id")).Value
+	if !regexp.MustCompile(`^\d+$`).MatchString(order) {
+		t.Fatalf("order id %q", order)
+	}
+	row := fmt.Sprintf(`#orders li[data-order-id="%s"]`, order)
+	if via := value(b, "order source", chromedp.AttributeValue(chromedp.CSS(row), "data-via")).Value; via != "ws" {
+		t.Errorf("AWAITING_PAYMENT came from %q, want the websocket", via)
+	}
+	b.screenshot("awaiting-payment")
+
+	// 5. Pay: PAID.
+	b.do("pay", 30*time.Second,
+		chromedp.Click(chromedp.CSS(row+` button[data-action="pay"]`)),
+		chromedp.WaitVisible(chromedp.CSS(row+`[data-status="PAID"]`)),
+		chromedp.WaitVisible(chromedp.CSS(card+`[data-remaining="0"]`)))
+	if got, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](`window.e2eNoReload || ""`)); got != "still here" {
+		t.Fatalf("the page reloaded (marker %q)", got)
+	}
+	link := value(b, "workflow link", chromedp.AttributeValue(chromedp.CSS(row+` a.workflow-link`), "href")).Value
+	if want := fmt.Sprintf("%s/namespaces/%s/workflows/order-%s", strings.TrimRight(info.TemporalUIURL, "/"), info.TemporalNamespace, order); link != want {
+		t.Errorf("workflow link %q, want %q", link, want)
+	}
+	b.screenshot("paid")
+
+	// 6. The same buyer again: one unit per buyer.
+	b.do("buy again", 10*time.Second,
+		chromedp.Click(chromedp.CSS(buyBtn)),
+		chromedp.WaitVisible(chromedp.CSS(`#message[data-code="ALREADY_PURCHASED"]`)))
+	if msg := value(b, "message", chromedp.Text(chromedp.CSS(`#message .message-text`))); !strings.Contains(msg, "already") || !strings.Contains(msg, order) {
+		t.Errorf("ALREADY_PURCHASED message %q", msg)
+	}
+	b.screenshot("already-purchased")
+
+	// 7. A second buyer finds the sale sold out.
+	b.do("second buyer", 10*time.Second, chromedp.Click(chromedp.CSS(`#new-buyer`)))
+	b.until("the second buyer is signed in", 10*time.Second,
+		`(u => u.startsWith("buyer-") && u !== `+js(first)+`)(document.querySelector("#whoami").dataset.userId)`)
+	b.do("second buyer buys", 10*time.Second,
+		chromedp.WaitVisible(chromedp.CSS(`#orders-empty`)),
+		chromedp.Click(chromedp.CSS(buyBtn)),
+		chromedp.WaitVisible(chromedp.CSS(`#message[data-code="SOLD_OUT"]`)))
+	if msg := value(b, "message", chromedp.Text(chromedp.CSS(`#message .message-text`))); !strings.Contains(strings.ToLower(msg), "sold out") {
+		t.Errorf("SOLD_OUT message %q", msg)
+	}
+	b.screenshot("sold-out")
+
+	// 8. The operator view counted the sale and drew the purchase.
+	b.do("operator stats", 15*time.Second, chromedp.WaitVisible(chromedp.CSS(stats+`[data-paid="1"]`)))
+	b.until("the chart shows the purchase", 5*time.Second,
+		`parseFloat(document.querySelector(`+js(stats)+`).dataset.peak) > 0`)
+	for metric, want := range map[string]string{"redis_remaining": "0", "db_stock": "0", "stock": "1", "relay_backlog": "0"} {
+		if got := value(b, metric, chromedp.Text(chromedp.CSS(stats+` dd[data-metric="`+metric+`"]`))); got != want {
+			t.Errorf("operator view: %s = %q, want %q", metric, got, want)
+		}
+	}
+	// It creates a sale with its form.
+	b.do("create a sale with the form", 15*time.Second,
+		chromedp.SetValue(chromedp.CSS(`#create-sale input[name="name"]`), "Form phone"),
+		chromedp.SetValue(chromedp.CSS(`#create-sale input[name="stock"]`), "7"),
+		chromedp.SetValue(chromedp.CSS(`#create-sale input[name="starts_in"]`), "120"),
+		chromedp.Click(chromedp.CSS(`#create-sale button[type="submit"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`.sale[data-state="upcoming"][data-remaining="7"]`)))
+	b.until("the form's sale is listed", 5*time.Second,
+		`[...document.querySelectorAll(".sale .sale-name")].some(e => e.textContent === "Form phone")`)
+	b.until("the operator view follows the form's sale", 5*time.Second,
+		`[...document.querySelectorAll("[data-stats-sale-id]")].some(c =>
+			c.querySelector(".sale-name").textContent === "Form phone" &&
+			c.querySelector('dd[data-metric="redis_remaining"]').textContent === "7")`)
+	b.screenshot("operator")
+
+	// The same page on a phone, with and without the operator view.
+	b.do("phone viewport", 10*time.Second, chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile))
+	b.until("the page fits the phone", 5*time.Second, `document.documentElement.scrollWidth <= 390`)
+	b.screenshot("phone-operator")
+	b.do("close the operator view", 10*time.Second,
+		chromedp.Click(chromedp.CSS(`#operator-toggle`)),
+		chromedp.WaitNotVisible(chromedp.CSS(`#operator`)))
+	b.until("the page fits the phone", 5*time.Second, `document.documentElement.scrollWidth <= 390`)
+	b.screenshot("phone")
+	b.do("desktop viewport", 10*time.Second, chromedp.EmulateViewport(1280, 900))
+
+	if errs := b.errors(); len(errs) > 0 {
+		b.logConsole()
+		t.Errorf("the page logged errors:\n%s", strings.Join(errs, "\n"))
+	}
+
+	// 9. The order's link opens its workflow in the Temporal Web UI.
+	b.do("open the workflow", 30*time.Second, chromedp.Navigate(link))
+	b.until("the workflow page shows the order", 30*time.Second,
+		`document.body && document.body.innerText.includes(`+js("order-"+order)+`)`)
+	b.screenshot("temporal-workflow")
+}

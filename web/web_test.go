@@ -1,0 +1,89 @@
+package web
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+func TestHandlerServesTheFiles(t *testing.T) {
+	srv := httptest.NewServer(Handler())
+	defer srv.Close()
+	for _, tc := range []struct{ path, ctype, contains string }{
+		{"/", "text/html; charset=utf-8", `<script src="app.js"`},
+		{"/index.html", "text/html; charset=utf-8", "<!doctype html>"},
+		{"/app.js", "text/javascript; charset=utf-8", "new WebSocket("},
+		{"/style.css", "text/css; charset=utf-8", "@media (max-width: 600px)"},
+	} {
+		resp, err := http.Get(srv.URL + tc.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %d", tc.path, resp.StatusCode)
+		}
+		if got := resp.Header.Get("Content-Type"); got != tc.ctype {
+			t.Errorf("GET %s: Content-Type %q, want %q", tc.path, got, tc.ctype)
+		}
+		if got := resp.Header.Get("Cache-Control"); got != "no-cache" {
+			t.Errorf("GET %s: Cache-Control %q", tc.path, got)
+		}
+		if !strings.Contains(string(b), tc.contains) {
+			t.Errorf("GET %s: body lacks %q", tc.path, tc.contains)
+		}
+		// A revalidation with the ETag costs no body.
+		req, _ := http.NewRequest("GET", srv.URL+tc.path, nil)
+		req.Header.Set("If-None-Match", resp.Header.Get("ETag"))
+		resp2, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp2.Body.Close()
+		if resp2.StatusCode != http.StatusNotModified {
+			t.Errorf("GET %s with its ETag: %d, want 304", tc.path, resp2.StatusCode)
+		}
+	}
+	resp, err := http.Get(srv.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'self'") {
+		t.Errorf("index has CSP %q", csp)
+	}
+	for _, p := range []string{"/nope", "/static/app.js", "/../web.go", "/v2/"} {
+		resp, err := http.Get(srv.URL + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("GET %s: %d, want 404", p, resp.StatusCode)
+		}
+	}
+}
+
+// The page never parses server text as HTML, loads nothing from elsewhere
+// and has no inline script or style (the CSP forbids them).
+func TestPageIsSelfContainedAndEscapes(t *testing.T) {
+	js := string(assets["app.js"].body)
+	for _, bad := range []string{"innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function"} {
+		if strings.Contains(js, bad) {
+			t.Errorf("app.js uses %s", bad)
+		}
+	}
+	html := string(assets["index.html"].body)
+	if regexp.MustCompile(`(?i)<script>|<style|\sstyle=|\son[a-z]+=`).MatchString(html) {
+		t.Error("index.html has inline script, style or event handlers")
+	}
+	for name, a := range assets {
+		if regexp.MustCompile(`(?i)(src|href)="(https?:)?//`).Match(a.body) || strings.Contains(string(a.body), "@import url(http") {
+			t.Errorf("%s loads something from another origin", name)
+		}
+	}
+}
