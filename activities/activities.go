@@ -26,29 +26,39 @@ const (
 
 // Activities holds the dependencies of the saga steps.
 type Activities struct {
-	Store  *store.Store
-	Stock  *stock.Stock
-	Events *events.Publisher
+	Store   *store.Store
+	Stock   *stock.Stock
+	Events  *events.Publisher
+	Metrics *Metrics // optional
 }
 
 // DeductStock takes the order's unit from the sale's stock in Postgres.
 func (a *Activities) DeductStock(ctx context.Context, ref domain.OrderRef) error {
-	return classify(a.Store.DeductStock(ctx, ref))
+	start := time.Now()
+	err := classify(a.Store.DeductStock(ctx, ref))
+	a.Metrics.observe("DeductStock", start, err)
+	return err
 }
 
 // RestoreStock gives the order's unit back to the sale's stock in Postgres
 // (compensates DeductStock).
 func (a *Activities) RestoreStock(ctx context.Context, ref domain.OrderRef) error {
+	start := time.Now()
 	restored, err := a.Store.RestoreStock(ctx, ref)
+	a.Metrics.observe("RestoreStock", start, err)
 	if err == nil && restored {
-		activity.GetLogger(ctx).Info("stock restored", "order_id", ref.OrderID, "sale_id", ref.SaleID)
+		a.Metrics.compensated("RestoreStock")
+		activity.GetLogger(ctx).Info("stock restored", "order_id", ref.OrderID, "sale_id", ref.SaleID, "user_id", ref.UserID)
 	}
 	return err
 }
 
 // CreateOrder writes the order row as AWAITING_PAYMENT.
 func (a *Activities) CreateOrder(ctx context.Context, ref domain.OrderRef) error {
-	return classify(a.Store.CreateOrder(ctx, ref))
+	start := time.Now()
+	err := classify(a.Store.CreateOrder(ctx, ref))
+	a.Metrics.observe("CreateOrder", start, err)
+	return err
 }
 
 // FinishInput says how an order ended without a sale.
@@ -61,18 +71,32 @@ type FinishInput struct {
 // CancelOrder records the order's ending status (compensates CreateOrder,
 // and writes the row for orders that never got one).
 func (a *Activities) CancelOrder(ctx context.Context, in FinishInput) error {
-	return a.Store.FinishOrder(ctx, in.Ref, in.Status, in.Reason)
+	start := time.Now()
+	err := a.Store.FinishOrder(ctx, in.Ref, in.Status, in.Reason)
+	a.Metrics.observe("CancelOrder", start, err)
+	if err == nil {
+		a.Metrics.compensated("CancelOrder")
+	}
+	return err
 }
 
 // MarkPaid records the payment.
 func (a *Activities) MarkPaid(ctx context.Context, ref domain.OrderRef) error {
-	return classify(a.Store.MarkPaid(ctx, ref.OrderID))
+	start := time.Now()
+	err := classify(a.Store.MarkPaid(ctx, ref.OrderID))
+	a.Metrics.observe("MarkPaid", start, err)
+	return err
 }
 
 // ReleaseReservation gives the unit back to Redis and frees the buyer, so
 // the unit can be sold again.
 func (a *Activities) ReleaseReservation(ctx context.Context, ref domain.OrderRef) error {
-	_, err := a.Stock.Release(ctx, ref.SaleID, ref.UserID, ref.OrderID)
+	start := time.Now()
+	released, err := a.Stock.Release(ctx, ref.SaleID, ref.UserID, ref.OrderID)
+	a.Metrics.observe("ReleaseReservation", start, err)
+	if released {
+		a.Metrics.compensated("ReleaseReservation")
+	}
 	return err
 }
 
@@ -85,7 +109,10 @@ type NotifyInput struct {
 
 // Notify pushes the order's new status to the buyer's websocket.
 func (a *Activities) Notify(ctx context.Context, in NotifyInput) error {
-	return a.Events.Publish(ctx, domain.NewEvent(in.Ref.OrderID, in.Ref.SaleID, in.Ref.UserID, in.Status, in.Reason, time.Now()))
+	start := time.Now()
+	err := a.Events.Publish(ctx, domain.NewEvent(in.Ref.OrderID, in.Ref.SaleID, in.Ref.UserID, in.Status, in.Reason, start))
+	a.Metrics.observe("Notify", start, err)
+	return err
 }
 
 // classify marks business failures as non-retryable so the workflow

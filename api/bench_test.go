@@ -8,32 +8,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-redsync/redsync/v4"
-	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
-	"go.temporal.io/sdk/client"
-
 	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/auth"
-	"github.com/seckill/seckill/internal/testenv"
-	"github.com/seckill/seckill/orderid"
-	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
 )
 
-// admissionServer is the api over real Postgres and Redis without
-// Temporal: admission never waits for Temporal, so it is not needed here.
+// admissionServer serves a warm sale of units: admission never waits for
+// Temporal, so it is not needed here.
 func admissionServer(b *testing.B, units int) (*httptest.Server, string, *auth.Signer) {
 	b.Helper()
-	db := testenv.Store(b)
-	rdb, _ := testenv.Redis(b)
-	signer, _ := auth.NewSigner(secret)
-	tc, err := client.NewLazyClient(client.Options{HostPort: fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(b))})
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv := api.New(api.Config{UserRate: -1, SaleRate: -1}, api.Deps{
-		Store: db, Stock: stock.New(rdb, redsync.New(goredis.NewPool(rdb))), Temporal: tc, Signer: signer, IDs: orderid.New(3),
-	})
+	srv, db, signer := admissionOnly(b, api.Config{UserRate: -1, SaleRate: -1})
 	sale, err := db.CreateSale(b.Context(), store.NewSale{Name: "bench", PriceCents: 1, Stock: units,
 		StartsAt: time.Now().Add(-time.Minute), EndsAt: time.Now().Add(time.Hour)})
 	if err != nil {

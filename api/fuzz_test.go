@@ -2,22 +2,14 @@ package api_test
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/go-redsync/redsync/v4"
-	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
-	"go.temporal.io/sdk/client"
-
 	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/auth"
-	"github.com/seckill/seckill/internal/testenv"
-	"github.com/seckill/seckill/orderid"
-	"github.com/seckill/seckill/stock"
 )
 
 // FuzzCreateSale sends arbitrary bodies to POST /v1/sales: every answer is
@@ -33,17 +25,7 @@ func FuzzCreateSale(f *testing.F) {
 	} {
 		f.Add([]byte(seed))
 	}
-	db := testenv.Store(f)
-	rdb, _ := testenv.Redis(f)
-	signer, _ := auth.NewSigner(secret)
-	// Sale creation does not need Temporal; a lazy client to nowhere is enough.
-	tc, err := client.NewLazyClient(client.Options{HostPort: fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(f))})
-	if err != nil {
-		f.Fatal(err)
-	}
-	srv := api.New(api.Config{}, api.Deps{
-		Store: db, Stock: stock.New(rdb, redsync.New(goredis.NewPool(rdb))), Temporal: tc, Signer: signer, IDs: orderid.New(2),
-	})
+	srv, _, signer := admissionOnly(f, api.Config{})
 	hs := httptest.NewServer(srv.Handler())
 	f.Cleanup(hs.Close)
 	admin, _ := signer.Mint("ops", auth.RoleAdmin, time.Hour)

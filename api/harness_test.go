@@ -85,6 +85,27 @@ func start(t *testing.T, o options) *system {
 	return s
 }
 
+// admissionOnly is the api over real Postgres and Redis with a Temporal
+// client that points nowhere: enough for everything that does not start or
+// signal workflows (sale creation, admission, input decoding).
+func admissionOnly(tb testing.TB, cfg api.Config) (*api.Server, *store.Store, *auth.Signer) {
+	tb.Helper()
+	db := testenv.Store(tb)
+	rdb, _ := testenv.Redis(tb)
+	signer, err := auth.NewSigner(secret)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tc, err := client.NewLazyClient(client.Options{HostPort: fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(tb))})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	srv := api.New(cfg, api.Deps{
+		Store: db, Stock: stock.New(rdb, redsync.New(goredis.NewPool(rdb))), Temporal: tc, Signer: signer, IDs: orderid.New(2),
+	})
+	return srv, db, signer
+}
+
 // startWorker runs the order saga worker (it needs Temporal up to start).
 func (s *system) startWorker() {
 	s.t.Helper()

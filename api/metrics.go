@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -34,6 +35,9 @@ func newMetrics(reg *prometheus.Registry, s *Server) *metrics {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "seckill_relay_start_failures_total", Help: "Workflow start attempts that failed and will be retried.",
 		}, func() float64 { return float64(s.relay.Counts().Failures) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "seckill_relay_backlog", Help: "Admitted orders whose workflow has not started yet, over all sales (read from Redis at scrape).",
+		}, s.backlog),
 	)
 	return m
 }
@@ -45,4 +49,23 @@ func (m *metrics) observePurchase(err error, d time.Duration) {
 		code = problemFor(err).Code
 	}
 	m.purchases.WithLabelValues(code).Inc()
+}
+
+// backlog sums the intent streams' lengths; -1 if Redis does not answer.
+func (s *Server) backlog() float64 {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	sales, err := s.deps.Stock.Sales(ctx)
+	if err != nil {
+		return -1
+	}
+	var n int64
+	for _, id := range sales {
+		st, err := s.deps.Stock.Inspect(ctx, id)
+		if err != nil {
+			return -1
+		}
+		n += st.Backlog
+	}
+	return float64(n)
 }

@@ -75,6 +75,9 @@ type Deps struct {
 	Temporal client.Client
 	Signer   *auth.Signer
 	IDs      *orderid.Generator
+	// Registry gets the api's metrics and is served at /metrics; the
+	// process adds its own (Temporal SDK, pools, worker). Nil: a new one.
+	Registry *prometheus.Registry
 }
 
 // Server is one api instance.
@@ -100,13 +103,19 @@ func New(cfg Config, deps Deps) *Server {
 		deps:    deps,
 		mux:     http.NewServeMux(),
 		limiter: redis_rate.NewLimiter(deps.Stock.Client()),
-		reg:     prometheus.NewRegistry(),
+		reg:     deps.Registry,
+	}
+	if s.reg == nil {
+		s.reg = prometheus.NewRegistry()
+		s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	if cfg.Relay.Metrics == nil {
+		cfg.Relay.Metrics = s.reg
 	}
 	s.soldOut.ttl = cfg.SoldOutTTL
 	s.hub = push.NewHub(deps.Stock.Client(), s.snapshot, push.Options{AllowedOrigins: cfg.AllowedOrigins})
 	s.relay = relay.New(deps.Stock, relay.TemporalStarter{Client: deps.Temporal}, cfg.Relay)
 	s.metrics = newMetrics(s.reg, s)
-	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	hc := huma.DefaultConfig("seckill", "1.0.0")
 	hc.Info.Description = "Flash-sale orders: admission in Redis, one durable Temporal workflow per order, results over a websocket."

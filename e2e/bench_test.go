@@ -77,8 +77,19 @@ func TestSmallBench(t *testing.T) {
 	if got := metric(t, metrics, "seckill_relay_workflows_started_total"); got != 1000 {
 		t.Errorf("seckill_relay_workflows_started_total = %v, want 1000", got)
 	}
-	for _, series := range []string{"seckill_websocket_connections", "go_goroutines"} {
+	if got := metric(t, metrics, `seckill_saga_step_seconds_count{outcome="ok",step="DeductStock"}`); got != 1000 {
+		t.Errorf("DeductStock steps = %v, want 1000", got)
+	}
+	if got := metric(t, metrics, `seckill_compensations_total{step="RestoreStock"}`); got != float64(r.Cancelled) {
+		t.Errorf("RestoreStock compensations = %v, want %d (the cancelled orders)", got, r.Cancelled)
+	}
+	for _, series := range []string{"seckill_websocket_connections", "seckill_relay_backlog", "go_goroutines",
+		`go_sql_open_connections{db_name="seckill"}`, "seckill_redis_pool_connections",
+		"seckill_relay_start_latency_seconds_count", `seckill_admission_seconds_bucket{le="0.05"}`} {
 		metric(t, metrics, series)
+	}
+	if !strings.Contains(metrics, "\ntemporal_") {
+		t.Error("/metrics has no Temporal SDK series")
 	}
 }
 

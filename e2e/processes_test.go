@@ -24,6 +24,7 @@ func TestServeAndWorkerProcesses(t *testing.T) {
 		"TEMPORAL_ADDRESS=" + tp.Address(),
 		"SECKILL_JWT_SECRET=" + secret,
 		"SECKILL_HTTP_ADDR=" + fmt.Sprintf("127.0.0.1:%d", port),
+		"SECKILL_METRICS_ADDR=127.0.0.1:0",
 	}
 	seckill := func(args ...string) string {
 		cmd := exec.Command(testenv.Binary(t), args...)

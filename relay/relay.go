@@ -22,6 +22,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/stock"
@@ -59,6 +60,8 @@ type Options struct {
 	// BeforeStart, if set, runs after entries were read and before their
 	// workflows are started. Tests use it to crash a relay in that window.
 	BeforeStart func(ctx context.Context, orderIDs []int64)
+	// Metrics, if set, gets the start latency histogram.
+	Metrics prometheus.Registerer
 }
 
 func (o *Options) defaults() {
@@ -100,12 +103,25 @@ type Relay struct {
 	duplicates atomic.Int64
 	failures   atomic.Int64
 	dropped    atomic.Int64
+
+	// startLatency is the time from admission (reserve.lua) to Temporal
+	// accepting the workflow start.
+	startLatency prometheus.Histogram
 }
 
 // New returns a relay reading the streams of the sales known to st.
 func New(st *stock.Stock, starter Starter, opts Options) *Relay {
 	opts.defaults()
-	return &Relay{rdb: st.Client(), stock: st, starter: starter, opts: opts}
+	r := &Relay{rdb: st.Client(), stock: st, starter: starter, opts: opts,
+		startLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "seckill_relay_start_latency_seconds",
+			Help:    "Time from admission to Temporal accepting the order workflow's start.",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
+		})}
+	if opts.Metrics != nil {
+		opts.Metrics.MustRegister(r.startLatency)
+	}
+	return r
 }
 
 // Counts of what the relay did since it was created.
@@ -288,6 +304,7 @@ func (r *Relay) process(ctx context.Context, key string, msgs []redis.XMessage) 
 				}
 			case created:
 				r.created.Add(1)
+				r.startLatency.Observe(time.Since(in.ReservedAt).Seconds())
 				done = append(done, msgs[i].ID)
 			default:
 				r.duplicates.Add(1)

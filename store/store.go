@@ -102,6 +102,9 @@ func (s *Store) Migrate(ctx context.Context) error {
 	return nil
 }
 
+// DB is the connection pool, for pool metrics.
+func (s *Store) DB() *sql.DB { return s.sql }
+
 // Ping checks the database answers.
 func (s *Store) Ping(ctx context.Context) error { return s.sql.PingContext(ctx) }
 

@@ -117,7 +117,7 @@ func (c *DevCmd) Run(ctx context.Context) error {
 		}
 	}
 
-	w := worker.New(d.temporal, &activities.Activities{Store: d.store, Stock: d.stock, Events: d.events}, worker.Options{})
+	w := worker.New(d.temporal, &activities.Activities{Store: d.store, Stock: d.stock, Events: d.events, Metrics: activities.NewMetrics(d.registry)}, worker.Options{})
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("start worker: %w", err)
 	}

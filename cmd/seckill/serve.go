@@ -85,6 +85,7 @@ func startAPI(ctx context.Context, d *deps, signer *auth.Signer, cfg api.Config)
 	}
 	srv := api.New(cfg, api.Deps{
 		Store: d.store, Stock: d.stock, Temporal: d.temporal, Signer: signer, IDs: orderid.New(lease.Node()),
+		Registry: d.registry,
 	})
 	bctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
@@ -116,7 +117,7 @@ func serveHTTP(ctx context.Context, addr string, h http.Handler, ready func(net.
 	if ready != nil {
 		ready(ln.Addr())
 	}
-	slog.Info("api listening", "addr", ln.Addr().String())
+	slog.Info("listening", "addr", ln.Addr().String())
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {
@@ -129,6 +130,6 @@ func serveHTTP(ctx context.Context, addr string, h http.Handler, ready func(net.
 	if err := hs.Shutdown(sctx); err != nil {
 		return fmt.Errorf("shutdown: %w", err)
 	}
-	slog.Info("api stopped")
+	slog.Info("http server stopped", "addr", ln.Addr().String())
 	return nil
 }

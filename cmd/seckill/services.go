@@ -10,8 +10,13 @@ import (
 	"github.com/go-redsync/redsync/v4"
 	redsyncredis "github.com/go-redsync/redsync/v4/redis"
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
+	"github.com/uber-go/tally/v4"
+	tallyprom "github.com/uber-go/tally/v4/prometheus"
 	"go.temporal.io/sdk/client"
+	sdktally "go.temporal.io/sdk/contrib/tally"
 	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/seckill/seckill/events"
@@ -31,6 +36,7 @@ type Services struct {
 
 // deps are the connected services.
 type deps struct {
+	registry *prometheus.Registry // this process's metrics
 	store    *store.Store
 	redis    redis.UniversalClient
 	lockers  []redis.UniversalClient
@@ -76,7 +82,8 @@ func openRedis(addr string) (*redis.Client, error) {
 // connect opens the services the command needs. Temporal is lazy: an api
 // must come up, and keep admitting buyers, while Temporal is down.
 func (s Services) connect(ctx context.Context, needTemporal bool) (*deps, error) {
-	d := &deps{}
+	d := &deps{registry: prometheus.NewRegistry()}
+	d.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if s.DatabaseURL == "" {
 		return nil, fmt.Errorf("--database-url (DATABASE_URL) is required")
 	}
@@ -105,11 +112,13 @@ func (s Services) connect(ctx context.Context, needTemporal bool) (*deps, error)
 	}
 	d.stock = stock.New(rdb, redsync.New(pools...))
 	d.events = events.NewPublisher(rdb)
+	d.registry.MustRegister(collectors.NewDBStatsCollector(d.store.DB(), "seckill"), redisPoolCollector(rdb))
 	if needTemporal {
 		d.temporal, err = client.NewLazyClient(client.Options{
-			HostPort:  s.TemporalAddress,
-			Namespace: s.TemporalNamespace,
-			Logger:    sdklog.NewStructuredLogger(slog.Default().With("component", "temporal-sdk")),
+			HostPort:       s.TemporalAddress,
+			Namespace:      s.TemporalNamespace,
+			Logger:         sdklog.NewStructuredLogger(slog.Default().With("component", "temporal-sdk")),
+			MetricsHandler: temporalMetrics(d.registry),
 		})
 		if err != nil {
 			d.Close()
@@ -134,4 +143,47 @@ func waitTemporal(ctx context.Context, c client.Client) error {
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
+}
+
+// temporalMetrics sends the Temporal SDK's metrics (workflow task and
+// activity latencies, poller counts, ...) to the process's registry.
+func temporalMetrics(reg *prometheus.Registry) client.MetricsHandler {
+	reporter := tallyprom.NewReporter(tallyprom.Options{Registerer: reg})
+	scope, _ := tally.NewRootScope(tally.ScopeOptions{
+		CachedReporter:  reporter,
+		Separator:       tallyprom.DefaultSeparator,
+		SanitizeOptions: &sdktally.PrometheusSanitizeOptions,
+	}, time.Second)
+	return sdktally.NewMetricsHandler(sdktally.NewPrometheusNamingScope(scope))
+}
+
+// redisPoolCollector exposes the Redis connection pool's counters.
+func redisPoolCollector(rdb *redis.Client) prometheus.Collector {
+	return &poolCollector{rdb: rdb, desc: map[string]*prometheus.Desc{
+		"hits":        prometheus.NewDesc("seckill_redis_pool_hits_total", "Connections reused from the pool.", nil, nil),
+		"misses":      prometheus.NewDesc("seckill_redis_pool_misses_total", "Connections the pool had to open.", nil, nil),
+		"timeouts":    prometheus.NewDesc("seckill_redis_pool_timeouts_total", "Waits for a connection that timed out.", nil, nil),
+		"total_conns": prometheus.NewDesc("seckill_redis_pool_connections", "Open connections.", nil, nil),
+		"idle_conns":  prometheus.NewDesc("seckill_redis_pool_idle_connections", "Idle connections.", nil, nil),
+	}}
+}
+
+type poolCollector struct {
+	rdb  *redis.Client
+	desc map[string]*prometheus.Desc
+}
+
+func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.desc {
+		ch <- d
+	}
+}
+
+func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.rdb.PoolStats()
+	ch <- prometheus.MustNewConstMetric(c.desc["hits"], prometheus.CounterValue, float64(st.Hits))
+	ch <- prometheus.MustNewConstMetric(c.desc["misses"], prometheus.CounterValue, float64(st.Misses))
+	ch <- prometheus.MustNewConstMetric(c.desc["timeouts"], prometheus.CounterValue, float64(st.Timeouts))
+	ch <- prometheus.MustNewConstMetric(c.desc["total_conns"], prometheus.GaugeValue, float64(st.TotalConns))
+	ch <- prometheus.MustNewConstMetric(c.desc["idle_conns"], prometheus.GaugeValue, float64(st.IdleConns))
 }

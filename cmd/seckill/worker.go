@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/seckill/seckill/activities"
 	"github.com/seckill/seckill/worker"
@@ -13,7 +16,8 @@ import (
 // running activities finish.
 type WorkerCmd struct {
 	Services
-	MaxConcurrentActivities int `name:"max-concurrent-activities" env:"SECKILL_WORKER_ACTIVITIES" default:"64" help:"Activities running at once."`
+	MaxConcurrentActivities int    `name:"max-concurrent-activities" env:"SECKILL_WORKER_ACTIVITIES" default:"64" help:"Activities running at once."`
+	MetricsAddr             string `name:"metrics-addr" env:"SECKILL_METRICS_ADDR" default:":9090" help:"Where the worker serves /metrics (empty = nowhere)."`
 }
 
 func (c *WorkerCmd) Run(ctx context.Context) error {
@@ -22,12 +26,21 @@ func (c *WorkerCmd) Run(ctx context.Context) error {
 		return err
 	}
 	defer d.Close()
-	acts := &activities.Activities{Store: d.store, Stock: d.stock, Events: d.events}
+	acts := &activities.Activities{Store: d.store, Stock: d.stock, Events: d.events, Metrics: activities.NewMetrics(d.registry)}
 	w := worker.New(d.temporal, acts, worker.Options{MaxConcurrentActivities: c.MaxConcurrentActivities})
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("start worker: %w", err)
 	}
 	slog.Info("worker running", "task_queue", "seckill-orders", "temporal", c.TemporalAddress)
+	if c.MetricsAddr != "" {
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", promhttp.HandlerFor(d.registry, promhttp.HandlerOpts{Registry: d.registry}))
+		go func() {
+			if err := serveHTTP(ctx, c.MetricsAddr, mux, nil); err != nil {
+				slog.Error("worker metrics endpoint", "err", err)
+			}
+		}()
+	}
 	<-ctx.Done()
 	w.Stop()
 	slog.Info("worker stopped")

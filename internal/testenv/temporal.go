@@ -2,7 +2,6 @@ package testenv
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"io"
 	"net"
@@ -184,22 +183,6 @@ func (tp *Temporal) Client() client.Client {
 	}
 	tp.t.Cleanup(c.Close)
 	return c
-}
-
-// WaitReady blocks until the frontend answers.
-func (tp *Temporal) WaitReady(ctx context.Context, c client.Client) error {
-	for {
-		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		_, err := c.CheckHealth(cctx, &client.CheckHealthRequest{})
-		cancel()
-		if err == nil {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return err
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
 
 // prefixWriter sends a child's log lines to the test log.
