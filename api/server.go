@@ -114,7 +114,7 @@ func New(cfg Config, deps Deps) *Server {
 	}
 	s.soldOut.ttl = cfg.SoldOutTTL
 	s.hub = push.NewHub(deps.Stock.Client(), s.snapshot, push.Options{AllowedOrigins: cfg.AllowedOrigins})
-	s.relay = relay.New(deps.Stock, relay.TemporalStarter{Client: deps.Temporal}, cfg.Relay)
+	s.relay = relay.New(deps.Stock, relay.NewTemporalStarter(deps.Temporal), cfg.Relay)
 	s.metrics = newMetrics(s.reg, s)
 
 	hc := huma.DefaultConfig("seckill", "1.0.0")

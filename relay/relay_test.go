@@ -68,7 +68,7 @@ func TestIntentsQueuedWhileTemporalIsDownAllStart(t *testing.T) {
 	c := tp.Client()
 	admit(t, st, 1, 30)
 
-	r := relay.New(st, relay.TemporalStarter{Client: c}, relay.Options{Consumer: "a"})
+	r := relay.New(st, relay.NewTemporalStarter(c), relay.Options{Consumer: "a"})
 	run(t, r)
 	// The relay is trying and failing; nothing is lost meanwhile.
 	testenv.Eventually(t, 30*time.Second, func() error {
@@ -113,7 +113,7 @@ func TestCrashedRelaysIntentsAreReclaimedOnce(t *testing.T) {
 	crashed := make(chan struct{})
 	var once sync.Once
 	doomedCtx, kill := context.WithCancel(ctx)
-	doomed := relay.New(st, relay.TemporalStarter{Client: c}, relay.Options{
+	doomed := relay.New(st, relay.NewTemporalStarter(c), relay.Options{
 		Consumer: "doomed",
 		BeforeStart: func(context.Context, []int64) {
 			once.Do(func() { kill(); close(crashed) })
@@ -135,7 +135,7 @@ func TestCrashedRelaysIntentsAreReclaimedOnce(t *testing.T) {
 	for _, name := range []string{"b", "c"} {
 		o := opts
 		o.Consumer = name
-		r := relay.New(st, relay.TemporalStarter{Client: c}, o)
+		r := relay.New(st, relay.NewTemporalStarter(tp.Client()), o) // a client each, like separate api instances
 		relays = append(relays, r)
 		run(t, r)
 	}
@@ -169,7 +169,7 @@ func TestCrashedRelaysIntentsAreReclaimedOnce(t *testing.T) {
 
 func TestStartIsIdempotentPerOrder(t *testing.T) {
 	tp := testenv.StartTemporal(t)
-	starter := relay.TemporalStarter{Client: tp.Client()}
+	starter := relay.NewTemporalStarter(tp.Client())
 	ctx := context.Background()
 	in := workflows.OrderInput{Order: domain.OrderRef{OrderID: 77, SaleID: 3, UserID: "u", AmountCents: 1}}
 	for i, want := range []bool{true, false, false} {

@@ -3,6 +3,8 @@ package relay
 import (
 	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
@@ -14,13 +16,36 @@ import (
 
 // TemporalStarter starts order workflows on a Temporal client.
 type TemporalStarter struct {
-	Client client.Client
+	client client.Client
+
+	// The SDK's lazy client fetches the server's capabilities on first use
+	// and reads them unlocked when starting a workflow eagerly, which races
+	// with a concurrent first use (go.temporal.io/sdk v1.50.0). Starts are
+	// therefore serialised until one has reached the server.
+	initMu      sync.Mutex
+	initialized atomic.Bool
 }
+
+// NewTemporalStarter returns a starter on c.
+func NewTemporalStarter(c client.Client) *TemporalStarter { return &TemporalStarter{client: c} }
 
 // Start starts "order-<id>". REJECT_DUPLICATE makes a second start of the
 // same order fail with "already started", even after the first finished,
 // so an order never runs twice.
-func (s TemporalStarter) Start(ctx context.Context, in workflows.OrderInput) (bool, error) {
+func (s *TemporalStarter) Start(ctx context.Context, in workflows.OrderInput) (bool, error) {
+	if !s.initialized.Load() {
+		s.initMu.Lock()
+		defer s.initMu.Unlock()
+		created, err := s.start(ctx, in)
+		if err == nil {
+			s.initialized.Store(true)
+		}
+		return created, err
+	}
+	return s.start(ctx, in)
+}
+
+func (s *TemporalStarter) start(ctx context.Context, in workflows.OrderInput) (bool, error) {
 	opts := client.StartWorkflowOptions{
 		ID:                                       domain.WorkflowID(in.Order.OrderID),
 		TaskQueue:                                workflows.TaskQueue,
@@ -33,7 +58,7 @@ func (s TemporalStarter) Start(ctx context.Context, in workflows.OrderInput) (bo
 		// trip through the server; elsewhere the server starts it as usual.
 		EnableEagerStart: true,
 	}
-	_, err := s.Client.ExecuteWorkflow(ctx, opts, workflows.OrderWorkflow, in)
+	_, err := s.client.ExecuteWorkflow(ctx, opts, workflows.OrderWorkflow, in)
 	var already *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &already) {
 		return false, nil

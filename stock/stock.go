@@ -131,6 +131,10 @@ func (s *Stock) Warm(ctx context.Context, sale Sale) (bool, error) {
 	return loaded, err
 }
 
+// Load loads sale into Redis unless it is loaded already, for a caller
+// that holds the sale's lock (WithSaleLock) already.
+func (s *Stock) Load(ctx context.Context, sale Sale) (bool, error) { return s.load(ctx, sale) }
+
 func (s *Stock) load(ctx context.Context, sale Sale) (bool, error) {
 	k := KeysFor(sale.ID)
 	args := []any{sale.ID, sale.StartsAt.UnixMilli(), sale.EndsAt.UnixMilli(), sale.PriceCents, sale.Remaining}

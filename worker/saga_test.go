@@ -41,7 +41,7 @@ func TestSaleEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(w.Stop)
-	r := relay.New(st, relay.TemporalStarter{Client: tc}, relay.Options{})
+	r := relay.New(st, relay.NewTemporalStarter(tc), relay.Options{})
 	rctx, stopRelay := context.WithCancel(ctx)
 	relayDone := make(chan struct{})
 	go func() { _ = r.Run(rctx); close(relayDone) }()

@@ -122,6 +122,7 @@ func (c *DevCmd) Run(ctx context.Context) error {
 		return fmt.Errorf("start worker: %w", err)
 	}
 	defer w.Stop()
+	runReconciler(ctx, d, 30*time.Second)
 
 	cfg := c.APIFlags.config(true)
 	cfg.TemporalNamespace = c.TemporalNamespace

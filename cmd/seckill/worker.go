@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -16,8 +17,9 @@ import (
 // running activities finish.
 type WorkerCmd struct {
 	Services
-	MaxConcurrentActivities int    `name:"max-concurrent-activities" env:"SECKILL_WORKER_ACTIVITIES" default:"64" help:"Activities running at once."`
-	MetricsAddr             string `name:"metrics-addr" env:"SECKILL_METRICS_ADDR" default:":9090" help:"Where the worker serves /metrics (empty = nowhere)."`
+	MaxConcurrentActivities int           `name:"max-concurrent-activities" env:"SECKILL_WORKER_ACTIVITIES" default:"64" help:"Activities running at once."`
+	MetricsAddr             string        `name:"metrics-addr" env:"SECKILL_METRICS_ADDR" default:":9090" help:"Where the worker serves /metrics (empty = nowhere)."`
+	ReconcileInterval       time.Duration `name:"reconcile-interval" env:"SECKILL_RECONCILE_INTERVAL" default:"30s" help:"How often the worker repairs Redis/Postgres drift of live sales (0 = never)."`
 }
 
 func (c *WorkerCmd) Run(ctx context.Context) error {
@@ -32,6 +34,7 @@ func (c *WorkerCmd) Run(ctx context.Context) error {
 		return fmt.Errorf("start worker: %w", err)
 	}
 	slog.Info("worker running", "task_queue", "seckill-orders", "temporal", c.TemporalAddress)
+	runReconciler(ctx, d, c.ReconcileInterval)
 	if c.MetricsAddr != "" {
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", promhttp.HandlerFor(d.registry, promhttp.HandlerOpts{Registry: d.registry}))
