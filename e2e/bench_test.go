@@ -27,13 +27,13 @@ func TestSmallBench(t *testing.T) {
 		"--http-addr", fmt.Sprintf("127.0.0.1:%d", port), "--temporal-port=0", "--ui-port=-1")
 	waitReady(t, api+"/readyz", 60*time.Second)
 	testenv.Eventually(t, 10*time.Second, func() error {
-		if !strings.Contains(dev.stdout(), "Redis ") {
+		if !strings.Contains(dev.Stdout(), "Redis ") {
 			return fmt.Errorf("dev has not printed its addresses yet")
 		}
 		return nil
 	})
-	redisAddr := regexp.MustCompile(`Redis\s+(\S+)`).FindStringSubmatch(dev.stdout())[1]
-	temporalAddr := regexp.MustCompile(`Temporal\s+(\d\S+)`).FindStringSubmatch(dev.stdout())[1]
+	redisAddr := regexp.MustCompile(`Redis\s+(\S+)`).FindStringSubmatch(dev.Stdout())[1]
+	temporalAddr := regexp.MustCompile(`Temporal\s+(\d\S+)`).FindStringSubmatch(dev.Stdout())[1]
 
 	cmd := exec.Command(testenv.Binary(t), "bench", "--target", api, "--users", "3000", "--stock", "1000",
 		"--dup-rate", "0.1", "--pay", "0.2", "--cancel", "0.1", "--start-delay", "2s", "--wait", "8m",

@@ -45,7 +45,7 @@ func TestDevRestartKeepsOrdersAndWorkflows(t *testing.T) {
 		}
 		return nil
 	})
-	if code, took := dev.interrupt(); code != 0 || took > 10*time.Second {
+	if code, took := dev.Interrupt(); code != 0 || took > 10*time.Second {
 		t.Fatalf("exit %d after %s, want 0 within 10s", code, took)
 	}
 

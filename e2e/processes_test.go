@@ -54,7 +54,7 @@ func TestServeAndWorkerProcesses(t *testing.T) {
 		tok := strings.TrimSpace(seckill("token", "--user", user))
 		orders[user+"|"+tok] = buy(t, api, sale, tok)
 		if i == 10 {
-			worker.kill()
+			worker.Kill()
 		}
 	}
 	run(t, "worker-2", env, "worker")

@@ -91,12 +91,12 @@ func TestReadmeTourAgainstDev(t *testing.T) {
 	waitReady(t, api+"/readyz", 60*time.Second)
 	t.Logf("seckill dev ready in %s", time.Since(start).Round(time.Millisecond))
 	testenv.Eventually(t, 10*time.Second, func() error {
-		if exported(dev.stdout(), "BUYER_TOKEN") == "" {
+		if exported(dev.Stdout(), "BUYER_TOKEN") == "" {
 			return fmt.Errorf("no tokens printed yet")
 		}
 		return nil
 	})
-	out := dev.stdout()
+	out := dev.Stdout()
 	for _, want := range []string{api + "/v1", api + "/docs", fmt.Sprintf("http://127.0.0.1:%d/namespaces/default/workflows", uiPort), "Demo sale"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("seckill dev did not print %q:\n%s", want, out)
@@ -109,7 +109,7 @@ func TestReadmeTourAgainstDev(t *testing.T) {
 	}
 	runTour(t, api, exported(out, "ADMIN_TOKEN"), exported(out, "BUYER_TOKEN"))
 
-	code, took := dev.interrupt()
+	code, took := dev.Interrupt()
 	if code != 0 || took > 10*time.Second {
 		t.Fatalf("seckill dev exited %d after %s on SIGINT, want 0 within 10s", code, took)
 	}

@@ -37,14 +37,18 @@ type APIFlags struct {
 	SaleRate       int           `name:"sale-rate" env:"SECKILL_SALE_RATE" default:"100000" help:"Purchase requests per second per sale (0 = no limit)."`
 	PaymentTimeout time.Duration `name:"payment-timeout" env:"SECKILL_PAYMENT_TIMEOUT" default:"15m" help:"How long a buyer has to pay."`
 	RelayMinIdle   time.Duration `name:"relay-min-idle" env:"SECKILL_RELAY_MIN_IDLE" default:"30s" help:"How long an intent may stay unacknowledged by a relay before another takes it over."`
-	TemporalUIURL  string        `name:"temporal-ui-url" env:"SECKILL_TEMPORAL_UI_URL" help:"Base URL of the Temporal Web UI, for links from orders to their workflow (dev: the embedded UI)."`
+	// A fault-injection hook for the chaos tests: the relay waits this long
+	// between reading intents and starting their workflows, widening the
+	// window in which a crashed api leaves intents for another to reclaim.
+	RelayStartDelay time.Duration `name:"relay-start-delay" env:"SECKILL_RELAY_START_DELAY" hidden:"" help:"Test hook: pause between reading intents and starting workflows."`
+	TemporalUIURL   string        `name:"temporal-ui-url" env:"SECKILL_TEMPORAL_UI_URL" help:"Base URL of the Temporal Web UI, for links from orders to their workflow (dev: the embedded UI)."`
 }
 
 func (f APIFlags) config(devTokens bool) api.Config {
 	return api.Config{
 		UserRate: f.UserRate, SaleRate: f.SaleRate, AllowedOrigins: f.AllowedOrigins,
 		DevTokens: devTokens, TemporalUIURL: f.TemporalUIURL,
-		Relay: relay.Options{MinIdle: f.RelayMinIdle, PaymentTimeout: f.PaymentTimeout},
+		Relay: relay.Options{MinIdle: f.RelayMinIdle, PaymentTimeout: f.PaymentTimeout, BeforeStart: pause(f.RelayStartDelay)},
 	}
 }
 
@@ -132,4 +136,17 @@ func serveHTTP(ctx context.Context, addr string, h http.Handler, ready func(net.
 	}
 	slog.Info("http server stopped", "addr", ln.Addr().String())
 	return nil
+}
+
+// pause returns a relay hook that waits d (nil for no wait).
+func pause(d time.Duration) func(context.Context, []int64) {
+	if d <= 0 {
+		return nil
+	}
+	return func(ctx context.Context, _ []int64) {
+		select {
+		case <-ctx.Done():
+		case <-time.After(d):
+		}
+	}
 }

@@ -130,12 +130,16 @@ func (s Services) connect(ctx context.Context, needTemporal bool) (*deps, error)
 
 // waitTemporal blocks until the Temporal frontend answers or ctx ends.
 func waitTemporal(ctx context.Context, c client.Client) error {
-	for {
+	for logged := false; ; {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		_, err := c.CheckHealth(cctx, &client.CheckHealthRequest{})
 		cancel()
 		if err == nil {
 			return nil
+		}
+		if !logged {
+			slog.Warn("waiting for Temporal", "err", err)
+			logged = true
 		}
 		select {
 		case <-ctx.Done():

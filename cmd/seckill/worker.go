@@ -29,6 +29,11 @@ func (c *WorkerCmd) Run(ctx context.Context) error {
 	}
 	defer d.Close()
 	acts := &activities.Activities{Store: d.store, Stock: d.stock, Events: d.events, Metrics: activities.NewMetrics(d.registry)}
+	// A worker that starts while Temporal is down waits for it instead of
+	// exiting; once started, the SDK rides out outages by itself.
+	if err := waitTemporal(ctx, d.temporal); err != nil {
+		return err
+	}
 	w := worker.New(d.temporal, acts, worker.Options{MaxConcurrentActivities: c.MaxConcurrentActivities})
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("start worker: %w", err)

@@ -1,0 +1,79 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// RedisServer is a redis-server process of the test's own, which it can
+// restart: with AOF (appendfsync everysec) an accepted write survives, without
+// it the data is gone, like a production Redis without persistence.
+type RedisServer struct {
+	t    testing.TB
+	port int
+	dir  string
+	aof  bool
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// StartRedisServer starts redis-server on a free port.
+func StartRedisServer(t testing.TB, aof bool) *RedisServer {
+	t.Helper()
+	RedisAddr(t) // skip or fail like every Redis-backed test
+	r := &RedisServer{t: t, port: FreePort(t), dir: t.TempDir(), aof: aof}
+	r.Start()
+	t.Cleanup(r.Stop)
+	return r
+}
+
+// Addr is host:port.
+func (r *RedisServer) Addr() string { return fmt.Sprintf("127.0.0.1:%d", r.port) }
+
+// Start starts the server and waits until it answers.
+func (r *RedisServer) Start() {
+	r.t.Helper()
+	aof := "no"
+	if r.aof {
+		aof = "yes"
+	}
+	r.cmd = exec.Command("redis-server", "--port", fmt.Sprint(r.port), "--bind", "127.0.0.1",
+		"--dir", r.dir, "--save", "", "--appendonly", aof, "--appendfsync", "everysec")
+	if err := r.cmd.Start(); err != nil {
+		r.t.Fatalf("start redis-server: %v", err)
+	}
+	r.done = make(chan struct{})
+	go func(cmd *exec.Cmd, done chan struct{}) { _ = cmd.Wait(); close(done) }(r.cmd, r.done)
+	c := redis.NewClient(&redis.Options{Addr: r.Addr()})
+	defer c.Close()
+	Eventually(r.t, 10*time.Second, func() error { return c.Ping(context.Background()).Err() })
+}
+
+// Stop shuts the server down (SIGTERM: the AOF, if on, is flushed; without
+// persistence everything is gone).
+func (r *RedisServer) Stop() {
+	if r.cmd == nil {
+		return
+	}
+	_ = r.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-r.done:
+	case <-time.After(10 * time.Second):
+		_ = r.cmd.Process.Kill()
+		<-r.done
+	}
+	r.cmd = nil
+}
+
+// Restart kills and starts the server on the same port and directory.
+func (r *RedisServer) Restart() {
+	r.t.Helper()
+	r.Stop()
+	r.Start()
+}
