@@ -2,12 +2,12 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/seckill/seckill/activities"
 	"github.com/seckill/seckill/worker"
@@ -31,12 +31,22 @@ func (c *WorkerCmd) Run(ctx context.Context) error {
 	acts := &activities.Activities{Store: d.store, Stock: d.stock, Events: d.events, Metrics: activities.NewMetrics(d.registry)}
 	// A worker that starts while Temporal is down waits for it instead of
 	// exiting; once started, the SDK rides out outages by itself.
-	if err := waitTemporal(ctx, d.temporal); err != nil {
-		return err
-	}
-	w := worker.New(d.temporal, acts, worker.Options{MaxConcurrentActivities: c.MaxConcurrentActivities})
-	if err := w.Start(); err != nil {
-		return fmt.Errorf("start worker: %w", err)
+	var w sdkworker.Worker
+	for {
+		if err := waitTemporal(ctx, d.temporal); err != nil {
+			return err
+		}
+		w = worker.New(d.temporal, acts, worker.Options{MaxConcurrentActivities: c.MaxConcurrentActivities})
+		err := w.Start()
+		if err == nil {
+			break
+		}
+		slog.Warn("start worker; retrying", "err", err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
 	}
 	slog.Info("worker running", "task_queue", "seckill-orders", "temporal", c.TemporalAddress)
 	runReconciler(ctx, d, c.ReconcileInterval)
