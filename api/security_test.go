@@ -119,3 +119,26 @@ func TestWebsocketNeedsAValidToken(t *testing.T) {
 		t.Fatalf("selected subprotocol %q, want seckill.v1 (never the token)", conn.Subprotocol())
 	}
 }
+
+func TestPurchaseRateLimitPerBuyer(t *testing.T) {
+	s := start(t, options{cfg: api.Config{UserRate: 1}})
+	sale := s.createSale(5)
+	codes := map[int]int{}
+	var limited response
+	for range 5 {
+		r := s.buy(sale.ID, "hasty")
+		codes[r.status]++
+		if r.status == http.StatusTooManyRequests {
+			limited = r
+		}
+	}
+	if codes[http.StatusTooManyRequests] == 0 {
+		t.Fatalf("5 purchases in a burst at 1/s: %v, want some 429", codes)
+	}
+	if p := limited.problem(t); p.Code != api.CodeRateLimited || limited.header.Get("Retry-After") == "" {
+		t.Fatalf("429 without RATE_LIMITED code or Retry-After: %+v %v", p, limited.header)
+	}
+	if got := s.sale(sale.ID); got.Remaining != 4 {
+		t.Fatalf("remaining = %d, want 4: a limited request must reserve nothing", got.Remaining)
+	}
+}
