@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"os/exec"
 	"sync"
 	"testing"
 	"time"
@@ -169,18 +168,7 @@ func TestAPIKilledBetweenReserveAndStart(t *testing.T) {
 			t.Fatalf("pay %s: %v", id, err)
 		}
 	}
-	var out string
-	testenv.Eventually(t, 2*time.Minute, func() error {
-		cmd := exec.Command(testenv.Binary(t), "audit", "--sale", sale.ID, "--quiescent")
-		cmd.Env = append(cmd.Environ(), c.env...)
-		b, err := cmd.CombinedOutput()
-		out = string(b)
-		if err != nil {
-			return fmt.Errorf("%v: %s", err, b)
-		}
-		return nil
-	})
-	t.Logf("audit:\n%s", out)
+	out := c.auditQuiescent(sale.ID)
 	record("api SIGKILLed after reserve.lua, before its relay started the workflows",
 		"the other api's relay reclaimed the pending intents (XAUTOCLAIM) and started each order once",
 		bench.Result{Accepted: len(orders), Paid: len(orders), CreatedSeconds: reclaimed.Seconds()}, out)

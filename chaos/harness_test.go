@@ -196,10 +196,18 @@ func (w *wave) finish(fault, behaviour string) {
 	if r.Accepted != units {
 		t.Fatalf("%d orders accepted, want %d", r.Accepted, units)
 	}
+	record(fault, behaviour, r, w.c.auditQuiescent(r.SaleID))
+}
+
+// auditQuiescent waits until `seckill audit --quiescent` passes for the
+// sale (the last workflows finish and the reconciler settles Redis) and
+// returns its report.
+func (c *cluster) auditQuiescent(sale string) string {
+	c.t.Helper()
 	var out string
-	testenv.Eventually(t, 2*time.Minute, func() error {
-		cmd := exec.Command(testenv.Binary(t), "audit", "--sale", r.SaleID, "--quiescent")
-		cmd.Env = append(cmd.Environ(), w.c.env...)
+	testenv.Eventually(c.t, 2*time.Minute, func() error {
+		cmd := exec.Command(testenv.Binary(c.t), "audit", "--sale", sale, "--quiescent")
+		cmd.Env = append(cmd.Environ(), c.env...)
 		b, err := cmd.CombinedOutput()
 		out = string(b)
 		if err != nil {
@@ -207,8 +215,8 @@ func (w *wave) finish(fault, behaviour string) {
 		}
 		return nil
 	})
-	t.Logf("audit:\n%s", out)
-	record(fault, behaviour, r, out)
+	c.t.Logf("audit:\n%s", out)
+	return out
 }
 
 func record(fault, behaviour string, r bench.Result, audit string) {
