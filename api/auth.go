@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strings"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -11,7 +12,10 @@ import (
 	"github.com/seckill/seckill/auth"
 )
 
-type userKey struct{}
+type (
+	userKey struct{}
+	ipKey   struct{}
+)
 
 var bearer = []map[string][]string{{"bearer": {}}}
 
@@ -21,6 +25,7 @@ const adminOnly = "admin-only"
 // authenticate checks the bearer token of every operation that declares
 // the bearer security scheme, and the admin role where required.
 func (s *Server) authenticate(ctx huma.Context, next func(huma.Context)) {
+	ctx = huma.WithValue(ctx, ipKey{}, s.clientIP(ctx.RemoteAddr(), ctx.Header("X-Forwarded-For")))
 	op := ctx.Operation()
 	if len(op.Security) == 0 {
 		next(ctx)
@@ -51,4 +56,39 @@ func (s *Server) authenticate(ctx huma.Context, next func(huma.Context)) {
 func userFrom(ctx context.Context) auth.User {
 	u, _ := ctx.Value(userKey{}).(auth.User)
 	return u
+}
+
+// clientIP is the caller's address: the connection's peer, or, when the
+// peer is a trusted proxy, the last address in X-Forwarded-For that is not
+// one (the first ones can be forged by the client).
+func (s *Server) clientIP(remoteAddr, forwardedFor string) string {
+	peer, err := netip.ParseAddrPort(remoteAddr)
+	if err != nil {
+		return remoteAddr
+	}
+	ip := peer.Addr().Unmap()
+	hops := strings.Split(forwardedFor, ",")
+	for i := len(hops) - 1; i >= 0 && s.trusted(ip); i-- {
+		hop, err := netip.ParseAddr(strings.TrimSpace(hops[i]))
+		if err != nil {
+			break
+		}
+		ip = hop.Unmap()
+	}
+	return ip.String()
+}
+
+func (s *Server) trusted(ip netip.Addr) bool {
+	for _, p := range s.cfg.TrustedProxies {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// ipFrom returns the client address the middleware recorded.
+func ipFrom(ctx context.Context) string {
+	ip, _ := ctx.Value(ipKey{}).(string)
+	return ip
 }

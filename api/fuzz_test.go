@@ -12,8 +12,10 @@ import (
 	"github.com/seckill/seckill/auth"
 )
 
-// FuzzCreateSale sends arbitrary bodies to POST /v1/sales: every answer is
-// a 201 with a sane sale, or a 4xx problem+json; never a 5xx.
+// FuzzCreateSale sends arbitrary bodies to POST /v1/sales of the whole api
+// (database included): every answer is a 201 with a sane sale, or a 4xx
+// problem+json; never a 5xx. Its seeds run with the tests; CI fuzzes the
+// decoding itself in api/wire, whose build is a fraction of this one.
 func FuzzCreateSale(f *testing.F) {
 	for _, seed := range []string{
 		`{"name":"tv","price_cents":100,"stock":10,"starts_at":"2026-01-01T00:00:00Z","ends_at":"2026-01-02T00:00:00Z"}`,

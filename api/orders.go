@@ -62,7 +62,17 @@ func (s *Server) registerOrders() {
 		IdempotencyKey string `header:"Idempotency-Key" maxLength:"128" doc:"Retrying with the same key returns the same order as a success."`
 	}) (*struct{ Body Purchase }, error) {
 		start := time.Now()
+		// Shed load beyond MaxInFlight at once: a fast 503 with Retry-After
+		// keeps latency bounded for everyone else and memory flat.
+		select {
+		case s.inFlight <- struct{}{}:
+		default:
+			err := overloaded()
+			s.metrics.observePurchase(err, time.Since(start))
+			return nil, err
+		}
 		id, err := s.purchase(ctx, userFrom(ctx), in.ID, in.IdempotencyKey)
+		<-s.inFlight
 		s.metrics.observePurchase(err, time.Since(start))
 		if err != nil {
 			return nil, toHTTP(ctx, err)
@@ -123,6 +133,9 @@ func (s *Server) registerOrders() {
 func (s *Server) purchase(ctx context.Context, user auth.User, saleID int64, idemKey string) (int64, error) {
 	if s.soldOut.isSet(saleID) {
 		return 0, domain.ErrSoldOut
+	}
+	if err := s.allow(ctx, "ip:"+ipFrom(ctx), s.cfg.IPRate); err != nil {
+		return 0, err
 	}
 	if err := s.allow(ctx, "user:"+user.ID, s.cfg.UserRate); err != nil {
 		return 0, err

@@ -9,6 +9,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
+	"github.com/seckill/seckill/api/wire"
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/ent"
 	"github.com/seckill/seckill/ent/order"
@@ -29,24 +30,7 @@ type Sale struct {
 }
 
 // CreateSaleBody is what an operator sends to create a sale.
-type CreateSaleBody struct {
-	Name       string    `json:"name" minLength:"1" maxLength:"200" doc:"Product name."`
-	PriceCents int64     `json:"price_cents" minimum:"0" maximum:"100000000000" doc:"Price in cents."`
-	Stock      int       `json:"stock" minimum:"1" maximum:"10000000" doc:"Units to sell."`
-	StartsAt   time.Time `json:"starts_at" doc:"When buying opens (RFC 3339)."`
-	EndsAt     time.Time `json:"ends_at" doc:"When buying closes (RFC 3339); after starts_at."`
-}
-
-// Resolve checks what the schema cannot: the window's order.
-func (b *CreateSaleBody) Resolve(huma.Context) []error {
-	if !b.EndsAt.After(b.StartsAt) {
-		return []error{&huma.ErrorDetail{Location: "body.ends_at", Message: "must be after starts_at", Value: b.EndsAt}}
-	}
-	if b.EndsAt.Sub(b.StartsAt) > 366*24*time.Hour {
-		return []error{&huma.ErrorDetail{Location: "body.ends_at", Message: "a sale lasts at most a year", Value: b.EndsAt}}
-	}
-	return nil
-}
+type CreateSaleBody = wire.CreateSaleBody
 
 type saleIDPath struct {
 	ID int64 `path:"id" minimum:"1" doc:"Sale id."`

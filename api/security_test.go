@@ -1,8 +1,11 @@
 package api_test
 
 import (
+	"fmt"
 	"net/http"
+	"net/netip"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -140,5 +143,89 @@ func TestPurchaseRateLimitPerBuyer(t *testing.T) {
 	}
 	if got := s.sale(sale.ID); got.Remaining != 4 {
 		t.Fatalf("remaining = %d, want 4: a limited request must reserve nothing", got.Remaining)
+	}
+}
+
+func TestWebsocketConnectsAreRateLimitedPerUser(t *testing.T) {
+	s := start(t, options{cfg: api.Config{WSConnectRate: 2}})
+	url := "ws" + strings.TrimPrefix(s.url, "http") + "/v1/ws?access_token=" + s.token("looper", auth.RoleBuyer)
+	limited := 0
+	for range 6 {
+		conn, resp, err := websocket.DefaultDialer.Dial(url, nil)
+		if err == nil {
+			conn.Close()
+			continue
+		}
+		if resp == nil || resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
+			t.Fatalf("dial: %v %v", err, resp)
+		}
+		limited++
+	}
+	if limited == 0 {
+		t.Fatal("6 connects in a burst at 2/s were all accepted")
+	}
+	// Another user is not affected.
+	conn, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(s.url, "http")+"/v1/ws?access_token="+s.token("calm", auth.RoleBuyer), nil)
+	if err != nil {
+		t.Fatalf("another user's connect: %v", err)
+	}
+	conn.Close()
+}
+
+func TestOverloadIsShedAtOnce(t *testing.T) {
+	s := start(t, options{cfg: api.Config{MaxInFlight: 1, UserRate: -1}})
+	sale := s.createSale(1000)
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		accepted int
+		shed     int
+	)
+	for i := range 64 {
+		wg.Go(func() {
+			r := s.buy(sale.ID, fmt.Sprintf("crowd-%d", i))
+			mu.Lock()
+			defer mu.Unlock()
+			switch r.status {
+			case http.StatusAccepted:
+				accepted++
+			case http.StatusServiceUnavailable:
+				if r.problem(t).Code != api.CodeUnavailable || r.header.Get("Retry-After") == "" {
+					t.Errorf("503 without UNAVAILABLE or Retry-After: %s %v", r.body, r.header)
+				}
+				shed++
+			default:
+				t.Errorf("answer %d %s", r.status, r.body)
+			}
+		})
+	}
+	wg.Wait()
+	if shed == 0 {
+		t.Fatal("64 concurrent purchases with room for 1 in flight: nothing was shed")
+	}
+	if got := s.sale(sale.ID); got.Remaining != 1000-accepted {
+		t.Fatalf("remaining %d after %d accepted: a shed request reserved a unit", got.Remaining, accepted)
+	}
+}
+
+func TestPerAddressLimitBehindATrustedProxy(t *testing.T) {
+	s := start(t, options{cfg: api.Config{IPRate: 2, TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}})
+	sale := s.createSale(100)
+	buyFrom := func(user, forwardedFor string) int {
+		return s.do("POST", "/v1/sales/"+sale.ID+"/orders", s.token(user, auth.RoleBuyer), nil, "X-Forwarded-For", forwardedFor).status
+	}
+	limited := 0
+	for i := range 5 {
+		// The first hop is whatever the client wrote; the proxy appended the
+		// real address last, and that is the one counted.
+		if buyFrom(fmt.Sprintf("nat-%d", i), "198.51.100.9, 203.0.113.7") == http.StatusTooManyRequests {
+			limited++
+		}
+	}
+	if limited == 0 {
+		t.Fatal("5 purchases in a burst from one address at 2/s: none limited")
+	}
+	if st := buyFrom("elsewhere", "198.51.100.9"); st != http.StatusAccepted {
+		t.Fatalf("a buyer from another address: %d, want 202", st)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -33,6 +34,20 @@ type Config struct {
 	// and per sale; 0 takes the default, a negative value disables the limit.
 	UserRate int
 	SaleRate int
+	// WSConnectRate bounds websocket connects per second per user (same
+	// convention).
+	WSConnectRate int
+	// IPRate bounds purchase requests and websocket connects per second per
+	// client address; 0 or negative: no limit (the default, since behind a
+	// proxy every request comes from the proxy unless TrustedProxies says
+	// whose X-Forwarded-For to believe).
+	IPRate int
+	// TrustedProxies are the addresses whose X-Forwarded-For names the
+	// client.
+	TrustedProxies []netip.Prefix
+	// MaxInFlight bounds purchases being processed at once; beyond it the
+	// api answers 503 at once instead of queueing without bound. Default 512.
+	MaxInFlight int
 	// SoldOutTTL bounds how long the local sold-out flag of a sale is
 	// trusted without a restock event.
 	SoldOutTTL time.Duration
@@ -59,6 +74,12 @@ func (c *Config) withDefaults() {
 	}
 	if c.SaleRate == 0 {
 		c.SaleRate = 100_000
+	}
+	if c.WSConnectRate == 0 {
+		c.WSConnectRate = 5
+	}
+	if c.MaxInFlight <= 0 {
+		c.MaxInFlight = 512
 	}
 	if c.SoldOutTTL == 0 {
 		c.SoldOutTTL = 2 * time.Second
@@ -90,8 +111,10 @@ type Server struct {
 	hub     *push.Hub
 	relay   *relay.Relay
 	soldOut soldOutFlags
-	metrics *metrics
-	reg     *prometheus.Registry
+	// inFlight holds a token per purchase being processed.
+	inFlight chan struct{}
+	metrics  *metrics
+	reg      *prometheus.Registry
 }
 
 // New builds a Server; call Run to start its background work and mount
@@ -113,6 +136,7 @@ func New(cfg Config, deps Deps) *Server {
 		cfg.Relay.Metrics = s.reg
 	}
 	s.soldOut.ttl = cfg.SoldOutTTL
+	s.inFlight = make(chan struct{}, cfg.MaxInFlight)
 	s.hub = push.NewHub(deps.Stock.Client(), s.snapshot, push.Options{AllowedOrigins: cfg.AllowedOrigins})
 	s.relay = relay.New(deps.Stock, relay.NewTemporalStarter(deps.Temporal), cfg.Relay)
 	s.metrics = newMetrics(s.reg, s)

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"time"
@@ -33,6 +34,23 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	user, err := s.deps.Signer.Verify(token)
 	if err != nil {
 		writeProblem(w, problem(http.StatusUnauthorized, CodeUnauthorized, "a valid token is required"))
+		return
+	}
+	// A reconnect storm from one buyer (a buggy client in a loop) must not
+	// cost a Redis subscription and a snapshot query each time.
+	err = s.allow(r.Context(), "ws:"+user.ID, s.cfg.WSConnectRate)
+	if err == nil {
+		err = s.allow(r.Context(), "ws-ip:"+s.clientIP(r.RemoteAddr, r.Header.Get("X-Forwarded-For")), s.cfg.IPRate)
+	}
+	if err != nil {
+		p := problemFor(err)
+		var hdr interface{ GetHeaders() http.Header }
+		if errors.As(err, &hdr) {
+			for k, v := range hdr.GetHeaders() {
+				w.Header()[k] = v
+			}
+		}
+		writeProblem(w, p)
 		return
 	}
 	s.hub.Serve(w, r, user.ID, selected)

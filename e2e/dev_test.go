@@ -12,9 +12,11 @@ import (
 
 const secret = "e2e-secret-e2e-secret-e2e-secret-e2e"
 
+func newSigner() (*auth.Signer, error) { return auth.NewSigner(secret) }
+
 func tokens(t *testing.T) (admin, buyer string) {
 	t.Helper()
-	s, err := auth.NewSigner(secret)
+	s, err := newSigner()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"net/http"
 	"os/exec"
 	"strings"
 	"testing"
@@ -38,13 +39,20 @@ func TestServeAndWorkerProcesses(t *testing.T) {
 	seckill("migrate")
 	seckill("migrate") // idempotent
 
-	run(t, "serve", env, "serve")
+	serve := run(t, "serve", env, "serve")
 	worker := run(t, "worker", env, "worker")
 	waitReady(t, api+"/readyz", 60*time.Second)
 
 	admin := strings.TrimSpace(seckill("token", "--user", "ops", "--role", "admin"))
 	buyer := strings.TrimSpace(seckill("token", "--user", "tourist"))
 	runTour(t, api, admin, buyer)
+
+	// Headers beyond the server's limit are refused before any handler runs.
+	req, _ := http.NewRequest("GET", api+"/v1/sales", nil)
+	req.Header.Set("X-Padding", strings.Repeat("a", 64<<10))
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Fatalf("64 KiB of headers: %v %v, want 431", resp, err)
+	}
 
 	// A wave of orders; the worker dies in the middle of their sagas.
 	sale := openSale(t, api, admin, 30)
@@ -70,5 +78,11 @@ func TestServeAndWorkerProcesses(t *testing.T) {
 	out := seckill("audit", "--sale", sale, "--settled")
 	if !strings.Contains(out, "OK: every invariant holds") {
 		t.Fatalf("audit:\n%s", out)
+	}
+	// Neither the secret nor a token appears in any log.
+	for _, p := range []*proc{serve, worker} {
+		if logs := p.Output(); strings.Contains(logs, secret) || strings.Contains(logs, buyer) || strings.Contains(logs, admin) {
+			t.Fatal("a secret or a token was logged")
+		}
 	}
 }

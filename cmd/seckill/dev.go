@@ -124,7 +124,10 @@ func (c *DevCmd) Run(ctx context.Context) error {
 	defer w.Stop()
 	runReconciler(ctx, d, 30*time.Second)
 
-	cfg := c.APIFlags.config(true)
+	cfg, err := c.APIFlags.config(true)
+	if err != nil {
+		return err
+	}
 	cfg.TemporalNamespace = c.TemporalNamespace
 	if cfg.TemporalUIURL == "" {
 		cfg.TemporalUIURL = temporalUI

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
+	"strings"
 	"sync"
 	"time"
 
@@ -35,6 +37,10 @@ type APIFlags struct {
 	AllowedOrigins []string      `name:"allowed-origins" env:"SECKILL_ALLOWED_ORIGINS" sep:"," help:"Origins allowed to open websockets (comma-separated); default: same origin only."`
 	UserRate       int           `name:"user-rate" env:"SECKILL_USER_RATE" default:"5" help:"Purchase requests per second per buyer (0 = no limit)."`
 	SaleRate       int           `name:"sale-rate" env:"SECKILL_SALE_RATE" default:"100000" help:"Purchase requests per second per sale (0 = no limit)."`
+	WSConnectRate  int           `name:"ws-connect-rate" env:"SECKILL_WS_CONNECT_RATE" default:"5" help:"Websocket connects per second per user (0 = no limit)."`
+	IPRate         int           `name:"ip-rate" env:"SECKILL_IP_RATE" default:"0" help:"Purchases and websocket connects per second per client address (0 = no limit; behind a proxy set --trusted-proxies)."`
+	TrustedProxies []string      `name:"trusted-proxies" env:"SECKILL_TRUSTED_PROXIES" sep:"," help:"CIDRs of proxies whose X-Forwarded-For names the client (comma-separated)."`
+	MaxInFlight    int           `name:"max-in-flight" env:"SECKILL_MAX_IN_FLIGHT" default:"512" help:"Purchases processed at once; beyond it the api answers 503 at once."`
 	PaymentTimeout time.Duration `name:"payment-timeout" env:"SECKILL_PAYMENT_TIMEOUT" default:"15m" help:"How long a buyer has to pay."`
 	RelayMinIdle   time.Duration `name:"relay-min-idle" env:"SECKILL_RELAY_MIN_IDLE" default:"30s" help:"How long an intent may stay unacknowledged by a relay before another takes it over."`
 	// A fault-injection hook for the chaos tests: the relay waits this long
@@ -44,12 +50,22 @@ type APIFlags struct {
 	TemporalUIURL   string        `name:"temporal-ui-url" env:"SECKILL_TEMPORAL_UI_URL" help:"Base URL of the Temporal Web UI, for links from orders to their workflow (dev: the embedded UI)."`
 }
 
-func (f APIFlags) config(devTokens bool) api.Config {
-	return api.Config{
-		UserRate: f.UserRate, SaleRate: f.SaleRate, AllowedOrigins: f.AllowedOrigins,
-		DevTokens: devTokens, TemporalUIURL: f.TemporalUIURL,
-		Relay: relay.Options{MinIdle: f.RelayMinIdle, PaymentTimeout: f.PaymentTimeout, BeforeStart: pause(f.RelayStartDelay)},
+func (f APIFlags) config(devTokens bool) (api.Config, error) {
+	var proxies []netip.Prefix
+	for _, p := range f.TrustedProxies {
+		prefix, err := netip.ParsePrefix(strings.TrimSpace(p))
+		if err != nil {
+			return api.Config{}, fmt.Errorf("--trusted-proxies: %w", err)
+		}
+		proxies = append(proxies, prefix)
 	}
+	return api.Config{
+		IPRate: noLimitIfZero(f.IPRate), TrustedProxies: proxies, MaxInFlight: f.MaxInFlight,
+		UserRate: noLimitIfZero(f.UserRate), SaleRate: noLimitIfZero(f.SaleRate), WSConnectRate: noLimitIfZero(f.WSConnectRate),
+		AllowedOrigins: f.AllowedOrigins,
+		DevTokens:      devTokens, TemporalUIURL: f.TemporalUIURL,
+		Relay: relay.Options{MinIdle: f.RelayMinIdle, PaymentTimeout: f.PaymentTimeout, BeforeStart: pause(f.RelayStartDelay)},
+	}, nil
 }
 
 // ServeCmd runs an api instance (with its relay).
@@ -69,7 +85,10 @@ func (c *ServeCmd) Run(ctx context.Context) error {
 		return err
 	}
 	defer d.Close()
-	cfg := c.APIFlags.config(false)
+	cfg, err := c.APIFlags.config(false)
+	if err != nil {
+		return err
+	}
 	cfg.TemporalNamespace = c.TemporalNamespace
 	srv, stop, err := startAPI(ctx, d, signer, cfg)
 	if err != nil {
@@ -149,4 +168,13 @@ func pause(d time.Duration) func(context.Context, []int64) {
 		case <-time.After(d):
 		}
 	}
+}
+
+// noLimitIfZero maps the flags' "0 = no limit" to the api's convention
+// (0 = default, negative = no limit).
+func noLimitIfZero(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
 }

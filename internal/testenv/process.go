@@ -23,6 +23,7 @@ type Process struct {
 
 	mu  sync.Mutex
 	out strings.Builder // stdout
+	all strings.Builder // stdout and stderr
 }
 
 // Run starts the seckill binary with args and extra environment; it is
@@ -50,11 +51,12 @@ func (p *Process) copy(r io.Reader, keep bool) {
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
+		p.mu.Lock()
 		if keep {
-			p.mu.Lock()
 			p.out.WriteString(line + "\n")
-			p.mu.Unlock()
 		}
+		p.all.WriteString(line + "\n")
+		p.mu.Unlock()
 		func() {
 			defer func() { _ = recover() }() // the test may have ended
 			if !strings.Contains(line, "component=temporal-server") {
@@ -64,7 +66,17 @@ func (p *Process) copy(r io.Reader, keep bool) {
 	}
 }
 
-// Stdout is what the process printed so far.
+// Pid is the process id.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// Output is everything the process printed so far, logs included.
+func (p *Process) Output() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.all.String()
+}
+
+// Stdout is what the process printed on its standard output so far.
 func (p *Process) Stdout() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
