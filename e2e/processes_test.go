@@ -39,9 +39,16 @@ func TestServeAndWorkerProcesses(t *testing.T) {
 	seckill("migrate")
 	seckill("migrate") // idempotent
 
-	serve := run(t, "serve", env, "serve")
+	pprofAddr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+	serve := run(t, "serve", env, "serve", "--pprof-addr", pprofAddr)
 	worker := run(t, "worker", env, "worker")
 	waitReady(t, api+"/readyz", 60*time.Second)
+
+	// Profiles are served on their own address, never on the api's.
+	waitReady(t, "http://"+pprofAddr+"/debug/pprof/", 10*time.Second)
+	if resp, err := http.Get(api + "/debug/pprof/"); err != nil || resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("pprof on the public listener: %v %v, want 404", resp, err)
+	}
 
 	admin := strings.TrimSpace(seckill("token", "--user", "ops", "--role", "admin"))
 	buyer := strings.TrimSpace(seckill("token", "--user", "tourist"))

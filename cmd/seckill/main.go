@@ -7,6 +7,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"syscall"
@@ -19,6 +21,7 @@ import (
 type CLI struct {
 	LogLevel  string `name:"log-level" env:"SECKILL_LOG_LEVEL" default:"info" enum:"debug,info,warn,error" help:"Minimum level of log lines (${enum})."`
 	LogFormat string `name:"log-format" env:"SECKILL_LOG_FORMAT" default:"text" enum:"text,json" help:"Log line format (${enum})."`
+	PprofAddr string `name:"pprof-addr" env:"SECKILL_PPROF_ADDR" help:"Serve Go profiles (/debug/pprof/) on this address, e.g. 127.0.0.1:6060 (empty = off; never expose it publicly)."`
 
 	Dev         DevCmd         `cmd:"" help:"Run the whole system in one process with nothing installed (embedded Temporal + Web UI, Redis, database)."`
 	Serve       ServeCmd       `cmd:"" help:"Run an api instance (REST API, websocket, relay)."`
@@ -44,6 +47,13 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	kctx.BindTo(ctx, (*context.Context)(nil))
+	if cli.PprofAddr != "" {
+		go func() {
+			if err := serveHTTP(ctx, cli.PprofAddr, profiles(), nil); err != nil {
+				slog.Error("pprof endpoint", "err", err)
+			}
+		}()
+	}
 	if err := kctx.Run(&cli); err != nil {
 		slog.Error(err.Error())
 		fmt.Fprintln(os.Stderr, "seckill:", err)
@@ -66,6 +76,18 @@ func exitCode(err error) int {
 		return e.code
 	}
 	return 1
+}
+
+// profiles serves net/http/pprof on its own mux, so the profiles never
+// appear on the api's public listener.
+func profiles() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	return mux
 }
 
 func setupLogging(level, format string) {
