@@ -97,14 +97,6 @@ func rateLimited(retry time.Duration) error {
 	)
 }
 
-// overloaded is the answer when too many purchases are in flight.
-func overloaded() error {
-	return huma.ErrorWithHeaders(
-		problem(http.StatusServiceUnavailable, CodeUnavailable, "overloaded; retry in a second"),
-		http.Header{"Retry-After": {"1"}},
-	)
-}
-
 // toHTTP maps the outcome of a business call to the HTTP answer, logging
 // what the caller must not see.
 func toHTTP(ctx context.Context, err error) error {

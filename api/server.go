@@ -148,7 +148,7 @@ func New(cfg Config, deps Deps) *Server {
 		"bearer": {Type: "http", Scheme: "bearer", BearerFormat: "JWT"},
 	}
 	s.api = humago.New(s.mux, hc)
-	s.api.UseMiddleware(s.authenticate)
+	s.api.UseMiddleware(s.shed, s.authenticate)
 	s.registerSales()
 	s.registerOrders()
 	s.registerHealth()
