@@ -137,6 +137,11 @@ func New(cfg Config, deps Deps) *Server {
 	}
 	s.soldOut.ttl = cfg.SoldOutTTL
 	s.inFlight = make(chan struct{}, cfg.MaxInFlight)
+	if cfg.Relay.Busy == nil {
+		// The relay holds its starts back while purchases are in flight
+		// here (for at most Relay.MaxYield): admission first.
+		cfg.Relay.Busy = func() bool { return len(s.inFlight) > 0 }
+	}
 	s.hub = push.NewHub(deps.Stock.Client(), s.snapshot, push.Options{AllowedOrigins: cfg.AllowedOrigins})
 	s.relay = relay.New(deps.Stock, relay.NewTemporalStarter(deps.Temporal), cfg.Relay)
 	s.metrics = newMetrics(s.reg, s)

@@ -62,6 +62,14 @@ type Options struct {
 	BeforeStart func(ctx context.Context, orderIDs []int64)
 	// Metrics, if set, gets the start latency histogram.
 	Metrics prometheus.Registerer
+	// Busy, if set, reports that purchases are being admitted right now.
+	// The relay then holds its workflow starts back, for at most MaxYield
+	// in a row: the buyers' 202s come first, and the sagas, which run
+	// behind the intent stream anyway, take the CPU once the burst is over.
+	// A burst longer than MaxYield no longer holds them back, so a
+	// sustained load cannot starve the sagas.
+	Busy     func() bool
+	MaxYield time.Duration
 }
 
 func (o *Options) defaults() {
@@ -107,6 +115,9 @@ type Relay struct {
 	// startLatency is the time from admission (reserve.lua) to Temporal
 	// accepting the workflow start.
 	startLatency prometheus.Histogram
+
+	yieldMu       sync.Mutex
+	yieldingSince time.Time // zero while not yielding
 }
 
 // New returns a relay reading the streams of the sales known to st.
@@ -273,9 +284,10 @@ func (r *Relay) process(ctx context.Context, key string, msgs []redis.XMessage) 
 	}
 	if r.opts.BeforeStart != nil {
 		r.opts.BeforeStart(ctx, ids)
-		if ctx.Err() != nil {
-			return len(ids)
-		}
+	}
+	r.yield(ctx)
+	if ctx.Err() != nil {
+		return len(ids)
 	}
 	var (
 		mu     sync.Mutex
@@ -325,6 +337,35 @@ func (r *Relay) process(ctx context.Context, key string, msgs []redis.XMessage) 
 		}
 	}
 	return failed
+}
+
+// yield waits while Busy reports purchases in flight, for at most MaxYield
+// since the relay began yielding; past that it goes on until Busy has been
+// false once.
+func (r *Relay) yield(ctx context.Context) {
+	if r.opts.Busy == nil || r.opts.MaxYield <= 0 {
+		return
+	}
+	const poll = 20 * time.Millisecond
+	for r.opts.Busy() {
+		r.yieldMu.Lock()
+		if r.yieldingSince.IsZero() {
+			r.yieldingSince = time.Now()
+		}
+		over := time.Since(r.yieldingSince) >= r.opts.MaxYield
+		r.yieldMu.Unlock()
+		if over {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(poll):
+		}
+	}
+	r.yieldMu.Lock()
+	r.yieldingSince = time.Time{}
+	r.yieldMu.Unlock()
 }
 
 // parseIntent reads an entry written by reserve.lua.

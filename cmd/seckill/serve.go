@@ -43,6 +43,7 @@ type APIFlags struct {
 	MaxInFlight    int           `name:"max-in-flight" env:"SECKILL_MAX_IN_FLIGHT" default:"512" help:"Purchases processed at once; beyond it the api answers 503 at once."`
 	PaymentTimeout time.Duration `name:"payment-timeout" env:"SECKILL_PAYMENT_TIMEOUT" default:"15m" help:"How long a buyer has to pay."`
 	RelayMinIdle   time.Duration `name:"relay-min-idle" env:"SECKILL_RELAY_MIN_IDLE" default:"30s" help:"How long an intent may stay unacknowledged by a relay before another takes it over."`
+	RelayYield     time.Duration `name:"relay-yield" env:"SECKILL_RELAY_YIELD" default:"15s" help:"How long the relay may hold workflow starts back while purchases are in flight (admission first; 0 = never)."`
 	// A fault-injection hook for the chaos tests: the relay waits this long
 	// between reading intents and starting their workflows, widening the
 	// window in which a crashed api leaves intents for another to reclaim.
@@ -64,7 +65,7 @@ func (f APIFlags) config(devTokens bool) (api.Config, error) {
 		UserRate: noLimitIfZero(f.UserRate), SaleRate: noLimitIfZero(f.SaleRate), WSConnectRate: noLimitIfZero(f.WSConnectRate),
 		AllowedOrigins: f.AllowedOrigins,
 		DevTokens:      devTokens, TemporalUIURL: f.TemporalUIURL,
-		Relay: relay.Options{MinIdle: f.RelayMinIdle, PaymentTimeout: f.PaymentTimeout, BeforeStart: pause(f.RelayStartDelay)},
+		Relay: relay.Options{MinIdle: f.RelayMinIdle, PaymentTimeout: f.PaymentTimeout, MaxYield: f.RelayYield, BeforeStart: pause(f.RelayStartDelay)},
 	}, nil
 }
 
