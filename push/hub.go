@@ -23,7 +23,7 @@ import (
 )
 
 const (
-	defaultSendBuffer      = 64
+	defaultSendBuffer      = 16
 	defaultWriteTimeout    = 10 * time.Second
 	defaultPingInterval    = 25 * time.Second
 	defaultMaxMessageBytes = 512
@@ -56,7 +56,8 @@ type Options struct {
 	// browsers always send Origin on a websocket handshake.
 	AllowedOrigins []string
 	// SendBuffer is the number of events queued for one socket before the
-	// client is considered slow and dropped; default 64.
+	// client is considered slow and dropped; default 16 (a buyer gets a few
+	// events per order).
 	SendBuffer int
 	// WriteTimeout is the write deadline of each message; default 10s.
 	WriteTimeout time.Duration
@@ -120,6 +121,10 @@ type Hub struct {
 	pongMu  sync.Mutex
 	pongs   map[string]chan struct{}
 	pongSeq atomic.Uint64
+
+	// writeBuffers lend sockets a write buffer only while they write: an
+	// idle buyer's socket then holds none (see Serve).
+	writeBuffers sync.Pool
 }
 
 // buyer is the set of sockets one user has open on this instance.

@@ -21,6 +21,10 @@ import (
 // kernel reset the connection and discard frames the client has not read.
 const closeGrace = time.Second
 
+// readBufferBytes is a socket's read buffer; frames larger than it are
+// still read whole (up to Options.MaxMessageBytes).
+const readBufferBytes = 512
+
 var (
 	closeGoingAway = websocket.FormatCloseMessage(websocket.CloseGoingAway, "server shutting down")
 	closeTryAgain  = websocket.FormatCloseMessage(websocket.CloseTryAgainLater, "order events unavailable, reconnect")
@@ -28,19 +32,25 @@ var (
 )
 
 // Serve upgrades the request to a websocket of userID, who the caller has
-// authenticated, and sends the user's order snapshot followed by their live
-// events until either side closes. A non-empty subprotocol is selected in
-// the handshake if the client offered it. It returns once the socket is
-// closed.
+// authenticated, and returns once the user's order snapshot is read; the
+// socket then sends it followed by their live events, until either side
+// closes, in goroutines of its own (Stop waits for them). A non-empty
+// subprotocol is selected in the handshake if the client offered it.
+//
+// Returning at once lets the HTTP server free what it holds per request
+// (its buffers, and a stack grown by the handshake): most sockets sit idle
+// for minutes, and ten thousand of them would otherwise keep all of it.
 func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, userID string, subprotocol string) {
 	log := h.log.With("user_id", userID)
 	if !h.admit() {
 		http.Error(w, "server shutting down", http.StatusServiceUnavailable)
 		return
 	}
-	defer h.serving.Done()
 
-	up := websocket.Upgrader{CheckOrigin: h.originAllowed}
+	// Most sockets sit idle for minutes waiting for one event, so they
+	// hold as little as possible: a small read buffer (clients send
+	// nothing but pongs and the close) and a pooled write buffer.
+	up := websocket.Upgrader{CheckOrigin: h.originAllowed, ReadBufferSize: readBufferBytes, WriteBufferPool: &h.writeBuffers}
 	if subprotocol != "" {
 		up.Subprotocols = []string{subprotocol}
 	}
@@ -49,13 +59,13 @@ func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, userID string, subpr
 		// Upgrade has answered (403 for a refused origin). The URL and the
 		// subprotocol may carry the token, so neither is logged.
 		log.Info("websocket handshake refused", "origin", r.Header.Get("Origin"), "err", err)
+		h.serving.Done()
 		return
 	}
 	h.conns.Add(1)
-	defer h.conns.Add(-1)
 
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
+	// The request's context ends when Serve returns; the socket's does not.
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	s := &socket{
 		conn:         conn,
 		userID:       userID,
@@ -67,7 +77,7 @@ func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, userID string, subpr
 		writeTimeout: h.opts.WriteTimeout,
 		pingInterval: h.opts.PingInterval,
 	}
-	log.Debug("websocket opened")
+	s.log.Debug("websocket opened")
 
 	// Reading starts at once, so pongs and a client's close are handled
 	// while the snapshot is read, and a client that leaves cancels it.
@@ -82,13 +92,26 @@ func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, userID string, subpr
 		s.drop(nil)
 	}()
 
-	if frames, ok := h.open(ctx, s); ok {
-		s.writeUntilDone(frames)
+	// The snapshot (a database query) is read on this goroutine, whose
+	// stack is freed when Serve returns; the writer that lives on starts
+	// with a small one.
+	frames, ok := h.open(ctx, s)
+	go h.live(s, frames, ok, readerDone)
+}
+
+// live writes an upgraded socket's snapshot and events until either side
+// closes it.
+func (h *Hub) live(s *socket, snapshot [][]byte, opened bool, readerDone <-chan struct{}) {
+	defer h.serving.Done()
+	defer h.conns.Add(-1)
+	defer s.cancel()
+	if opened {
+		s.writeUntilDone(snapshot)
 	}
 	s.drop(nil)
 	s.finish(readerDone)
 	h.leave(s)
-	log.Debug("websocket closed")
+	s.log.Debug("websocket closed")
 }
 
 // open registers s and returns the snapshot frames to send before the live
