@@ -39,7 +39,10 @@ type Options struct {
 	// AdmissionOnly stops after the purchases: for overload experiments,
 	// where the sagas are not what is measured.
 	AdmissionOnly bool
-	Signer        *auth.Signer
+	// Websockets, if positive, opens that many idle buyer websockets (the
+	// first buyers') before the sale and holds them through the run.
+	Websockets int
+	Signer     *auth.Signer
 	// CeilingRedis, if set, measures bare reserve.lua on this Redis.
 	Ceiling  func(ctx context.Context, users, stock, concurrency int) (time.Duration, error)
 	Progress io.Writer // progress bars; nil = none
@@ -78,6 +81,7 @@ type Result struct {
 	OrdersPerSecond float64  `json:"saga_orders_per_second"`
 	AllCreated      bool     `json:"all_orders_created"`
 	AdmissionOnly   bool     `json:"admission_only,omitempty"`
+	APIMemory       Memory   `json:"api_memory"`
 	Paid            int      `json:"paid"`
 	Cancelled       int      `json:"cancelled"`
 	EndSeconds      float64  `json:"pay_cancel_settled_seconds,omitempty"`
@@ -140,6 +144,57 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	run := fmt.Sprintf("%x", time.Now().UnixNano()&0xffffffff)
+
+	// The api's memory, sampled through the whole run.
+	if r.APIMemory.StartMiB, err = c.rss(ctx); err != nil {
+		return nil, fmt.Errorf("api memory: %w", err)
+	}
+	var peak atomic.Uint64
+	wctx, stopWatch := context.WithCancel(ctx)
+	var watch sync.WaitGroup
+	watch.Go(func() { c.watchRSS(wctx, &peak) })
+	defer func() {
+		stopWatch()
+		watch.Wait()
+		r.APIMemory.PeakMiB = max(r.APIMemory.PeakMiB, float64(peak.Load()))
+	}()
+
+	// Tokens are minted before the sale opens, as real buyers log in early.
+	tokens := make([]string, o.Users)
+	for i := range tokens {
+		if tokens[i], err = o.Signer.Mint(fmt.Sprintf("bench-%s-%d", run, i), auth.RoleBuyer, 2*time.Hour); err != nil {
+			return nil, err
+		}
+	}
+	if o.Websockets > 0 {
+		if o.Websockets > o.Users {
+			return nil, fmt.Errorf("--websockets %d exceeds --users %d (one socket per buyer)", o.Websockets, o.Users)
+		}
+		socks, err := c.openSockets(ctx, tokens[:o.Websockets], 32)
+		if err != nil {
+			return nil, err
+		}
+		defer socks.close()
+		// Let the sockets' snapshots finish before reading the cost.
+		time.Sleep(time.Second)
+		after, err := c.rss(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("api memory: %w", err)
+		}
+		r.APIMemory.Websockets = o.Websockets
+		r.APIMemory.WebsocketsExtraMiB = after - r.APIMemory.StartMiB
+	}
+
+	// The ceiling is measured on the quiet system, before the sale: after
+	// it, the sagas would be competing for the same cores.
+	if o.Ceiling != nil {
+		d, err := o.Ceiling(ctx, o.Users, o.Stock, o.Concurrency)
+		if err != nil {
+			return nil, fmt.Errorf("redis ceiling: %w", err)
+		}
+		r.CeilingSeconds = d.Seconds()
+	}
+
 	starts := time.Now().Add(o.StartDelay).Truncate(time.Millisecond)
 	var sale struct{ ID string }
 	if err := c.do(ctx, "POST", "/v1/sales", admin, map[string]any{
@@ -149,14 +204,6 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, fmt.Errorf("create sale: %w", err)
 	}
 	r.SaleID = sale.ID
-
-	// Tokens are minted before the sale opens, as real buyers log in early.
-	tokens := make([]string, o.Users)
-	for i := range tokens {
-		if tokens[i], err = o.Signer.Mint(fmt.Sprintf("bench-%s-%d", run, i), auth.RoleBuyer, 2*time.Hour); err != nil {
-			return nil, err
-		}
-	}
 	requests := make([]int, 0, o.Users+int(float64(o.Users)*o.DupRate))
 	for i := range o.Users {
 		requests = append(requests, i)
@@ -218,12 +265,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	r.RequestsPerSec = float64(len(requests)) / r.AdmissionSeconds
 	r.Latency = summarize(latencies)
 
-	if o.Ceiling != nil {
-		d, err := o.Ceiling(ctx, o.Users, o.Stock, o.Concurrency)
-		if err != nil {
-			return nil, fmt.Errorf("redis ceiling: %w", err)
-		}
-		r.CeilingSeconds = d.Seconds()
+	if r.CeilingSeconds > 0 {
 		r.AdmissionVsCeil = r.AdmissionSeconds / r.CeilingSeconds
 	}
 

@@ -47,6 +47,12 @@ func (r *Result) Table() string {
 			row("paid / cancelled", "%d / %d, settled in %.1f s", r.Paid, r.Cancelled, r.EndSeconds)
 		}
 	}
+	b.WriteString("api memory (resident, from /metrics)\n")
+	row("start / peak", "%.0f / %.0f MiB", r.APIMemory.StartMiB, r.APIMemory.PeakMiB)
+	if r.APIMemory.Websockets > 0 {
+		row("idle websockets", "%d cost %.0f MiB (%.1f KiB each)", r.APIMemory.Websockets, r.APIMemory.WebsocketsExtraMiB,
+			r.APIMemory.WebsocketsExtraMiB*1024/float64(r.APIMemory.Websockets))
+	}
 	b.WriteString("invariants\n")
 	st := r.Stats
 	row("stock / db / redis", "%d / %d / %d", st.Stock, st.DBStock, st.RedisRemaining)

@@ -24,6 +24,7 @@ type BenchCmd struct {
 	StartDelay  time.Duration `name:"start-delay" default:"3s" help:"The sale opens this long after it is created."`
 	Wait        time.Duration `name:"wait" default:"15m" help:"How long to wait for every order's saga."`
 	Admission   bool          `name:"admission-only" help:"Stop after the purchases (overload experiments); the sagas are not awaited."`
+	Websockets  int           `name:"websockets" default:"0" help:"Hold this many idle buyer websockets open through the run and report what they cost the api's memory."`
 	RedisAddr   string        `name:"redis-addr" env:"REDIS_ADDR" help:"The system's Redis, to measure the bare reserve.lua ceiling on it (optional)."`
 	CeilingDB   int           `name:"ceiling-db" default:"15" help:"Redis database for the ceiling's scratch sale."`
 	JSON        bool          `name:"json" help:"Print the result as one JSON object."`
@@ -36,7 +37,7 @@ func (c *BenchCmd) Run(ctx context.Context) error {
 	}
 	opts := bench.Options{
 		Target: c.Target, Users: c.Users, Stock: c.Stock, Concurrency: c.Concurrency,
-		DupRate: c.DupRate, Pay: c.Pay, Cancel: c.Cancel, StartDelay: c.StartDelay, Wait: c.Wait, AdmissionOnly: c.Admission,
+		DupRate: c.DupRate, Pay: c.Pay, Cancel: c.Cancel, StartDelay: c.StartDelay, Wait: c.Wait, AdmissionOnly: c.Admission, Websockets: c.Websockets,
 		Signer: signer, Progress: os.Stderr,
 	}
 	if c.RedisAddr != "" {
