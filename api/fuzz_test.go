@@ -4,12 +4,12 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/seckill/seckill/api"
+	"github.com/seckill/seckill/api/wire/wiretest"
 	"github.com/seckill/seckill/auth"
 )
 
@@ -18,14 +18,7 @@ import (
 // problem+json; never a 5xx. Its seeds run with the tests; CI fuzzes the
 // decoding itself in api/wire, whose build is a fraction of this one.
 func FuzzCreateSale(f *testing.F) {
-	// The seed corpus is shared with the other create-sale fuzz target.
-	var seeds []string
-	if b, err := os.ReadFile("wire/testdata/create-sale-seeds.json"); err != nil || json.Unmarshal(b, &seeds) != nil {
-		f.Fatalf("seed corpus: %v", err)
-	}
-	for _, seed := range seeds {
-		f.Add([]byte(seed))
-	}
+	wiretest.AddCreateSaleSeeds(f) // shared with the other create-sale fuzz target
 	srv, _, signer := admissionOnly(f, api.Config{})
 	hs := httptest.NewServer(srv.Handler())
 	f.Cleanup(hs.Close)

@@ -23,27 +23,11 @@ import (
 // Latencies are logged (they are measurements, not assertions: this
 // machine is shared).
 func TestOverloadIsShedAndHealthzAnswers(t *testing.T) {
-	_, db := testenv.Redis(t)
-	tp := testenv.StartTemporal(t)
-	port := testenv.FreePort(t)
-	api := fmt.Sprintf("http://127.0.0.1:%d", port)
-	env := []string{
-		"DATABASE_URL=" + testenv.DatabaseURL(t),
-		"REDIS_ADDR=" + testenv.RedisURL(testenv.RedisAddr(t), db),
-		"TEMPORAL_ADDRESS=" + tp.Address(),
-		"SECKILL_JWT_SECRET=" + secret,
-		"SECKILL_LOG_LEVEL=warn",
-		"SECKILL_METRICS_ADDR=127.0.0.1:0",
-	}
-	migrate := exec.Command(testenv.Binary(t), "migrate")
-	migrate.Env = append(migrate.Environ(), env...)
-	if out, err := migrate.CombinedOutput(); err != nil {
-		t.Fatalf("migrate: %v\n%s", err, out)
-	}
+	st := newStack(t, "SECKILL_LOG_LEVEL=warn")
+	api, env := st.api, st.env
 	// The api on its own, as in production: the sagas run in the worker
 	// and the Temporal server, other processes.
-	serve := run(t, "serve", env, "serve", "--http-addr", fmt.Sprintf("127.0.0.1:%d", port),
-		"--max-in-flight=64", "--user-rate=0")
+	serve := run(t, "serve", env, "serve", "--max-in-flight=64", "--user-rate=0")
 	run(t, "worker", env, "worker")
 	waitReady(t, api+"/readyz", 60*time.Second)
 	rssBefore := rss(t, serve.Pid())

@@ -3,7 +3,6 @@ package e2e
 import (
 	"fmt"
 	"net/http"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -15,29 +14,10 @@ import (
 // Redis and Temporal: the README tour works, and a worker killed mid-flow
 // is replaced without losing an order.
 func TestServeAndWorkerProcesses(t *testing.T) {
-	_, db := testenv.Redis(t)
-	tp := testenv.StartTemporal(t)
-	port := testenv.FreePort(t)
-	api := fmt.Sprintf("http://127.0.0.1:%d", port)
-	env := []string{
-		"DATABASE_URL=" + testenv.DatabaseURL(t),
-		"REDIS_ADDR=" + testenv.RedisURL(testenv.RedisAddr(t), db),
-		"TEMPORAL_ADDRESS=" + tp.Address(),
-		"SECKILL_JWT_SECRET=" + secret,
-		"SECKILL_HTTP_ADDR=" + fmt.Sprintf("127.0.0.1:%d", port),
-		"SECKILL_METRICS_ADDR=127.0.0.1:0",
-	}
-	seckill := func(args ...string) string {
-		cmd := exec.Command(testenv.Binary(t), args...)
-		cmd.Env = append(cmd.Environ(), env...)
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("seckill %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		return string(out)
-	}
-	seckill("migrate")
-	seckill("migrate") // idempotent
+	st := newStack(t)
+	api, env := st.api, st.env
+	seckill := func(args ...string) string { return st.seckill(t, args...) }
+	seckill("migrate") // again: idempotent
 
 	pprofAddr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
 	serve := run(t, "serve", env, "serve", "--pprof-addr", pprofAddr)

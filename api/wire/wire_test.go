@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/danielgtaylor/huma/v2/adapters/humago"
 
 	"github.com/seckill/seckill/api/wire"
+	"github.com/seckill/seckill/api/wire/wiretest"
 )
 
 // FuzzDecodeCreateSale feeds arbitrary bodies through huma's decoding and
@@ -22,14 +22,7 @@ import (
 // gets through is a valid sale; everything else is a 4xx problem, never a
 // 5xx or a panic.
 func FuzzDecodeCreateSale(f *testing.F) {
-	// The seed corpus is shared with the other create-sale fuzz target.
-	var seeds []string
-	if b, err := os.ReadFile("testdata/create-sale-seeds.json"); err != nil || json.Unmarshal(b, &seeds) != nil {
-		f.Fatalf("seed corpus: %v", err)
-	}
-	for _, seed := range seeds {
-		f.Add([]byte(seed))
-	}
+	wiretest.AddCreateSaleSeeds(f) // shared with the other create-sale fuzz target
 	mux := http.NewServeMux()
 	api := humago.New(mux, huma.DefaultConfig("fuzz", "1"))
 	huma.Register(api, huma.Operation{

@@ -3,6 +3,7 @@ package testenv
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"syscall"
 	"testing"
@@ -61,13 +62,7 @@ func (r *RedisServer) Stop() {
 	if r.cmd == nil {
 		return
 	}
-	_ = r.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-r.done:
-	case <-time.After(10 * time.Second):
-		_ = r.cmd.Process.Kill()
-		<-r.done
-	}
+	stopOrKill(r.cmd, r.done, syscall.SIGTERM)
 	r.cmd = nil
 }
 
@@ -76,4 +71,16 @@ func (r *RedisServer) Restart() {
 	r.t.Helper()
 	r.Stop()
 	r.Start()
+}
+
+// stopOrKill signals cmd and waits for done (closed when it has exited),
+// killing it after 10 s.
+func stopOrKill(cmd *exec.Cmd, done <-chan struct{}, sig os.Signal) {
+	_ = cmd.Process.Signal(sig)
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+	}
 }

@@ -163,13 +163,7 @@ func (tp *Temporal) Stop() {
 	if tp.cmd == nil {
 		return
 	}
-	_ = tp.cmd.Process.Signal(syscall.SIGINT)
-	select {
-	case <-tp.done:
-	case <-time.After(10 * time.Second):
-		_ = tp.cmd.Process.Kill()
-		<-tp.done
-	}
+	stopOrKill(tp.cmd, tp.done, syscall.SIGINT)
 	tp.cmd = nil
 }
 
