@@ -179,6 +179,7 @@ func (h *Hub) Run(ctx context.Context) error {
 
 	var wg sync.WaitGroup
 	wg.Go(func() { h.keepAlive(ctx) })
+	wg.Go(func() { h.pingSockets(ctx) })
 	h.receive(ctx)
 	wg.Wait()
 	h.shutdown()
@@ -231,6 +232,40 @@ func (h *Hub) keepAlive(ctx context.Context) {
 				return
 			}
 		}
+	}
+}
+
+// pingSockets queues a ping on every socket each PingInterval: one ticker
+// for all of them, instead of a timer and a goroutine a socket. A socket
+// whose queue is full is dropped as slow.
+func (h *Hub) pingSockets(ctx context.Context) {
+	t := time.NewTicker(h.opts.PingInterval)
+	defer t.Stop()
+	var all, slow []*socket
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		all, slow = all[:0], slow[:0]
+		h.mu.RLock()
+		for _, b := range h.buyers {
+			for s := range b.sockets {
+				all = append(all, s)
+			}
+		}
+		h.mu.RUnlock()
+		for _, s := range all {
+			if !s.ping() {
+				slow = append(slow, s)
+			}
+		}
+		for _, s := range slow {
+			h.log.Warn("dropping slow websocket client", "user_id", s.userID, "send_buffer", h.opts.SendBuffer)
+			s.dropSlow()
+		}
+		clear(all)
 	}
 }
 

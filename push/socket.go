@@ -67,15 +67,17 @@ func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, userID string, subpr
 	// The request's context ends when Serve returns; the socket's does not.
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	s := &socket{
+		hub:          h,
 		conn:         conn,
 		userID:       userID,
 		channel:      events.UserChannel(userID),
 		log:          log,
-		send:         make(chan []byte, h.opts.SendBuffer),
+		held:         true,
+		limit:        h.opts.SendBuffer,
 		done:         make(chan struct{}),
+		readerDone:   make(chan struct{}),
 		cancel:       cancel,
 		writeTimeout: h.opts.WriteTimeout,
-		pingInterval: h.opts.PingInterval,
 	}
 	s.log.Debug("websocket opened")
 
@@ -85,33 +87,19 @@ func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, userID string, subpr
 	pongWait := 2 * h.opts.PingInterval
 	_ = conn.SetReadDeadline(time.Now().Add(pongWait))
 	conn.SetPongHandler(func(string) error { return conn.SetReadDeadline(time.Now().Add(pongWait)) })
-	readerDone := make(chan struct{})
 	go func() {
-		defer close(readerDone)
+		defer close(s.readerDone)
 		s.readUntilClosed()
 		s.drop(nil)
 	}()
 
 	// The snapshot (a database query) is read on this goroutine, whose
-	// stack is freed when Serve returns; the writer that lives on starts
-	// with a small one.
-	frames, ok := h.open(ctx, s)
-	go h.live(s, frames, ok, readerDone)
-}
-
-// live writes an upgraded socket's snapshot and events until either side
-// closes it.
-func (h *Hub) live(s *socket, snapshot [][]byte, opened bool, readerDone <-chan struct{}) {
-	defer h.serving.Done()
-	defer h.conns.Add(-1)
-	defer s.cancel()
-	if opened {
-		s.writeUntilDone(snapshot)
+	// stack is freed when Serve returns. From then on an idle socket has
+	// one goroutine, its reader: frames are written by a goroutine that
+	// exists only while there is something to write (see enqueue).
+	if frames, ok := h.open(ctx, s); ok {
+		s.start(frames)
 	}
-	s.drop(nil)
-	s.finish(readerDone)
-	h.leave(s)
-	s.log.Debug("websocket closed")
 }
 
 // open registers s and returns the snapshot frames to send before the live
@@ -167,43 +155,129 @@ func (h *Hub) originAllowed(r *http.Request) bool {
 	return err == nil && strings.EqualFold(u.Host, r.Host)
 }
 
-// socket is one websocket connection. Its Serve call is the only writer of
-// data frames; dispatch only queues them.
+// socket is one websocket connection. Frames reach it through its queue,
+// which a writer goroutine drains while it is not empty: dispatch and the
+// hub's ping ticker only queue, never write.
 type socket struct {
+	hub     *Hub
 	conn    *websocket.Conn
 	userID  string
 	channel string
 	log     *slog.Logger
 
-	send   chan []byte
-	done   chan struct{} // closed by drop: stop writing and close
-	cancel context.CancelFunc
+	mu      sync.Mutex
+	queue   []outFrame // waiting to be written, in order
+	held    bool       // until the snapshot is queued ahead of the live events
+	writing bool       // a writer goroutine is draining queue
+	closed  bool       // dropped: nothing more is queued or written
+	limit   int        // live frames queued at most before the client counts as slow
+
+	done       chan struct{} // closed by drop
+	readerDone chan struct{} // closed when the reader has returned
+	cancel     context.CancelFunc
 
 	dropOnce   sync.Once
 	closeFrame []byte // set by the first drop; nil closes without a close frame
 
 	writeTimeout time.Duration
-	pingInterval time.Duration
 }
 
-// enqueue queues frame without waiting; false means the buffer is full.
-func (s *socket) enqueue(frame []byte) bool {
-	select {
-	case s.send <- frame:
-		return true
-	case <-s.done:
+// outFrame is an event frame or a ping.
+type outFrame struct {
+	data []byte
+	ping bool
+}
+
+// enqueue queues frame without waiting; false means the client is too slow
+// (its queue is full).
+func (s *socket) enqueue(frame []byte) bool { return s.push(outFrame{data: frame}) }
+
+// ping queues a ping; false means the client is too slow.
+func (s *socket) ping() bool { return s.push(outFrame{ping: true}) }
+
+func (s *socket) push(f outFrame) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
 		return true // already closing: nothing to deliver, nobody to drop
-	default:
+	}
+	if len(s.queue) >= s.limit {
 		return false
+	}
+	s.queue = append(s.queue, f)
+	s.kick()
+	return true
+}
+
+// start queues the snapshot ahead of whatever live events arrived while it
+// was read, and lets the writing begin.
+func (s *socket) start(snapshot [][]byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	frames := make([]outFrame, 0, len(snapshot)+len(s.queue))
+	for _, b := range snapshot {
+		frames = append(frames, outFrame{data: b})
+	}
+	s.queue = append(frames, s.queue...)
+	s.limit += len(snapshot)
+	s.held = false
+	s.kick()
+}
+
+// kick starts a writer if there is something to write and none runs.
+// s.mu is held.
+func (s *socket) kick() {
+	if !s.held && !s.writing && !s.closed && len(s.queue) > 0 {
+		s.writing = true
+		go s.flush()
+	}
+}
+
+// flush writes queued frames in order until the queue is empty or s is
+// dropped; a failed write drops s.
+func (s *socket) flush() {
+	for {
+		s.mu.Lock()
+		if s.closed || len(s.queue) == 0 {
+			s.writing = false
+			s.queue = nil // an idle socket holds no backing array
+			s.limit = s.hub.opts.SendBuffer
+			s.mu.Unlock()
+			return
+		}
+		f := s.queue[0]
+		s.queue[0] = outFrame{}
+		s.queue = s.queue[1:]
+		s.mu.Unlock()
+
+		var err error
+		if f.ping {
+			err = s.conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(s.writeTimeout))
+		} else {
+			err = s.write(f.data)
+		}
+		if err != nil {
+			s.log.Debug("websocket write failed", "err", err)
+			s.mu.Lock()
+			s.writing = false
+			s.mu.Unlock()
+			s.drop(nil)
+			return
+		}
 	}
 }
 
 // drop ends s. The first reason wins; closeFrame is sent when s closes.
 func (s *socket) drop(closeFrame []byte) {
 	s.dropOnce.Do(func() {
+		s.mu.Lock()
+		s.closed = true
+		s.queue = nil
+		s.mu.Unlock()
 		s.closeFrame = closeFrame
 		close(s.done)
 		s.cancel()
+		go s.end()
 	})
 }
 
@@ -213,6 +287,15 @@ func (s *socket) drop(closeFrame []byte) {
 func (s *socket) dropSlow() {
 	s.drop(nil)
 	_ = s.conn.Close()
+}
+
+// end closes a dropped socket and lets the hub forget it.
+func (s *socket) end() {
+	s.finish()
+	s.hub.leave(s)
+	s.hub.conns.Add(-1)
+	s.log.Debug("websocket closed")
+	s.hub.serving.Done()
 }
 
 func (s *socket) readUntilClosed() {
@@ -230,33 +313,6 @@ func (s *socket) readUntilClosed() {
 	}
 }
 
-func (s *socket) writeUntilDone(snapshot [][]byte) {
-	ping := time.NewTicker(s.pingInterval)
-	defer ping.Stop()
-	for _, f := range snapshot {
-		if err := s.write(f); err != nil {
-			s.log.Debug("websocket write failed", "err", err)
-			return
-		}
-	}
-	for {
-		select {
-		case <-s.done:
-			return
-		case f := <-s.send:
-			if err := s.write(f); err != nil {
-				s.log.Debug("websocket write failed", "err", err)
-				return
-			}
-		case <-ping.C:
-			if err := s.conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(s.writeTimeout)); err != nil {
-				s.log.Debug("websocket ping failed", "err", err)
-				return
-			}
-		}
-	}
-}
-
 func (s *socket) write(frame []byte) error {
 	if err := s.conn.SetWriteDeadline(time.Now().Add(s.writeTimeout)); err != nil {
 		return err
@@ -266,15 +322,15 @@ func (s *socket) write(frame []byte) error {
 
 // finish closes the connection, after a close handshake if s was dropped
 // with a close frame, and waits for the reader to end.
-func (s *socket) finish(readerDone <-chan struct{}) {
+func (s *socket) finish() {
 	if s.closeFrame != nil && s.conn.WriteControl(websocket.CloseMessage, s.closeFrame, time.Now().Add(s.writeTimeout)) == nil {
 		timer := time.NewTimer(closeGrace)
 		select {
-		case <-readerDone:
+		case <-s.readerDone:
 		case <-timer.C:
 		}
 		timer.Stop()
 	}
 	_ = s.conn.Close()
-	<-readerDone
+	<-s.readerDone
 }

@@ -26,9 +26,10 @@ func BenchmarkRelay(b *testing.B) {
 	starter := &countingStarter{}
 	r := relay.New(st, starter, relay.Options{Consumer: "bench", Discover: 10 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	stopped := make(chan struct{})
+	defer func() { cancel(); <-stopped }() // before the Redis client closes
 	b.ResetTimer()
-	go func() { _ = r.Run(ctx) }()
+	go func() { _ = r.Run(ctx); close(stopped) }()
 	for starter.n.Load() < int64(b.N) {
 		time.Sleep(time.Millisecond)
 	}
