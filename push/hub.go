@@ -329,6 +329,10 @@ func (h *Hub) join(ctx context.Context, s *socket) error {
 		h.mu.Unlock()
 		return errStopped
 	}
+	if err := ctx.Err(); err != nil {
+		h.mu.Unlock()
+		return err // s was dropped already: nothing to register or subscribe
+	}
 	b := h.buyers[s.channel]
 	if b == nil {
 		b = &buyer{userID: s.userID, sockets: make(map[*socket]struct{})}

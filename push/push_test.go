@@ -774,3 +774,41 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// Sockets closed by their client while the hub is still opening them
+// (subscribing, reading the snapshot) leave nothing behind: no socket
+// counted, no subscription held for the buyer.
+func TestSocketsClosedWhileOpeningLeaveNothingBehind(t *testing.T) {
+	h := newHarness(t, config{redisLatency: 20 * time.Millisecond})
+	users := make([]string, 20)
+	var wg sync.WaitGroup
+	for i := range users {
+		users[i] = h.user(fmt.Sprintf("flaky%d", i))
+		for range 10 {
+			wg.Go(func() {
+				c, _, err := h.dial(users[i], "", nil, nil)
+				if err == nil {
+					_ = c.Close() // before the snapshot arrives
+				}
+			})
+		}
+	}
+	wg.Wait()
+	testenv.Eventually(t, 10*time.Second, func() error {
+		subs := int64(0)
+		for _, u := range users {
+			subs += h.subscribers(u)
+		}
+		if n := h.hub.Connections(); n != 0 || subs != 0 {
+			return fmt.Errorf("%d sockets counted, %d subscriptions after every client left", n, subs)
+		}
+		return nil
+	})
+	user := users[0]
+	// The buyer still gets events on a new socket.
+	c := h.connect(user)
+	h.publish(domain.NewEvent(2, 7, user, domain.StatusAwaitingPayment, "", t0))
+	if e := readEvent(t, c); e.OrderID != "2" {
+		t.Fatalf("got order %s, want 2", e.OrderID)
+	}
+}

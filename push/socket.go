@@ -76,10 +76,14 @@ func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, userID string, subpr
 		limit:        h.opts.SendBuffer,
 		done:         make(chan struct{}),
 		readerDone:   make(chan struct{}),
+		opened:       make(chan struct{}),
 		cancel:       cancel,
 		writeTimeout: h.opts.WriteTimeout,
 	}
 	s.log.Debug("websocket opened")
+	// Whatever ends s waits for this: s must not be forgotten by the hub
+	// before open has registered it.
+	defer close(s.opened)
 
 	// Reading starts at once, so pongs and a client's close are handled
 	// while the snapshot is read, and a client that leaves cancels it.
@@ -174,6 +178,7 @@ type socket struct {
 
 	done       chan struct{} // closed by drop
 	readerDone chan struct{} // closed when the reader has returned
+	opened     chan struct{} // closed when Serve has returned
 	cancel     context.CancelFunc
 
 	dropOnce   sync.Once
@@ -214,6 +219,9 @@ func (s *socket) push(f outFrame) bool {
 func (s *socket) start(snapshot [][]byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
 	frames := make([]outFrame, 0, len(snapshot)+len(s.queue))
 	for _, b := range snapshot {
 		frames = append(frames, outFrame{data: b})
@@ -259,7 +267,7 @@ func (s *socket) flush() {
 		if err != nil {
 			s.log.Debug("websocket write failed", "err", err)
 			s.mu.Lock()
-			s.writing = false
+			s.writing, s.closed = false, true // no other writer may start on a broken connection
 			s.mu.Unlock()
 			s.drop(nil)
 			return
@@ -289,8 +297,10 @@ func (s *socket) dropSlow() {
 	_ = s.conn.Close()
 }
 
-// end closes a dropped socket and lets the hub forget it.
+// end closes a dropped socket and lets the hub forget it, once Serve is
+// done with it (drop cancels what Serve may still wait for).
 func (s *socket) end() {
+	<-s.opened
 	s.finish()
 	s.hub.leave(s)
 	s.hub.conns.Add(-1)
