@@ -118,6 +118,7 @@ type Relay struct {
 
 	yieldMu       sync.Mutex
 	yieldingSince time.Time // zero while not yielding
+	yieldChecked  time.Time // the last time yield looked
 }
 
 // New returns a relay reading the streams of the sales known to st.
@@ -213,6 +214,9 @@ func (r *Relay) drain(ctx context.Context, saleID int64) {
 				log.Info("relay: reclaimed intents of another relay", "count", len(msgs))
 			}
 		default:
+			// Yield before reading: entries left unread are nobody's, so
+			// holding back never ages them towards another relay's claim.
+			r.yield(ctx)
 			msgs, err = r.read(ctx, key, ">", r.opts.Block)
 		}
 		if err != nil {
@@ -284,10 +288,9 @@ func (r *Relay) process(ctx context.Context, key string, msgs []redis.XMessage) 
 	}
 	if r.opts.BeforeStart != nil {
 		r.opts.BeforeStart(ctx, ids)
-	}
-	r.yield(ctx)
-	if ctx.Err() != nil {
-		return len(ids)
+		if ctx.Err() != nil {
+			return len(ids)
+		}
 	}
 	var (
 		mu     sync.Mutex
@@ -349,9 +352,12 @@ func (r *Relay) yield(ctx context.Context) {
 	const poll = 20 * time.Millisecond
 	for r.opts.Busy() {
 		r.yieldMu.Lock()
-		if r.yieldingSince.IsZero() {
-			r.yieldingSince = time.Now()
+		// A relay that has not looked for a while (no intents to read)
+		// starts a new stretch rather than continuing an old one.
+		if now := time.Now(); r.yieldingSince.IsZero() || now.Sub(r.yieldChecked) > r.opts.Block+time.Second {
+			r.yieldingSince = now
 		}
+		r.yieldChecked = time.Now()
 		over := time.Since(r.yieldingSince) >= r.opts.MaxYield
 		r.yieldMu.Unlock()
 		if over {

@@ -28,8 +28,8 @@ func TestRelayYieldsToAdmission(t *testing.T) {
 			return busy.Load()
 		}})
 	run(t, r)
-	// The relay has read intents and keeps asking whether admission is
-	// still busy; nothing may have started yet.
+	// The relay keeps asking whether admission is still busy before it
+	// reads the intents; nothing may have started yet.
 	for range 3 {
 		select {
 		case <-asked:
