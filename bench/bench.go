@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -145,19 +146,25 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	run := fmt.Sprintf("%x", time.Now().UnixNano()&0xffffffff)
 
-	// The api's memory, sampled through the whole run.
-	if r.APIMemory.StartMiB, err = c.rss(ctx); err != nil {
-		return nil, fmt.Errorf("api memory: %w", err)
+	// The api's memory, sampled through the whole run, if its /metrics
+	// says (an api behind a proxy may not expose it).
+	if start, err := c.rss(ctx); err != nil {
+		if o.Progress != nil {
+			fmt.Fprintf(o.Progress, "api memory not measured: %v\n", err)
+		}
+	} else {
+		r.APIMemory.StartMiB = start
+		var peak atomic.Uint64
+		peak.Store(math.Float64bits(start))
+		wctx, stopWatch := context.WithCancel(ctx)
+		var watch sync.WaitGroup
+		watch.Go(func() { c.watchRSS(wctx, &peak) })
+		defer func() {
+			stopWatch()
+			watch.Wait()
+			r.APIMemory.PeakMiB = math.Float64frombits(peak.Load())
+		}()
 	}
-	var peak atomic.Uint64
-	wctx, stopWatch := context.WithCancel(ctx)
-	var watch sync.WaitGroup
-	watch.Go(func() { c.watchRSS(wctx, &peak) })
-	defer func() {
-		stopWatch()
-		watch.Wait()
-		r.APIMemory.PeakMiB = max(r.APIMemory.PeakMiB, float64(peak.Load()))
-	}()
 
 	// Tokens are minted before the sale opens, as real buyers log in early.
 	tokens := make([]string, o.Users)
@@ -176,13 +183,15 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 		defer socks.close()
 		// Let the sockets' snapshots finish before reading the cost.
-		time.Sleep(time.Second)
-		after, err := c.rss(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("api memory: %w", err)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(time.Second):
 		}
 		r.APIMemory.Websockets = o.Websockets
-		r.APIMemory.WebsocketsExtraMiB = after - r.APIMemory.StartMiB
+		if after, err := c.rss(ctx); err == nil && r.APIMemory.StartMiB > 0 {
+			r.APIMemory.WebsocketsExtraMiB = after - r.APIMemory.StartMiB
+		}
 	}
 
 	// The ceiling is measured on the quiet system, before the sale: after

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -48,7 +49,7 @@ func (c *client) rss(ctx context.Context) (float64, error) {
 }
 
 // watchRSS samples the api's resident memory until ctx ends and returns
-// the peak through peak.
+// the peak in MiB through peak (as math.Float64bits).
 func (c *client) watchRSS(ctx context.Context, peak *atomic.Uint64) {
 	t := time.NewTicker(500 * time.Millisecond)
 	defer t.Stop()
@@ -56,7 +57,7 @@ func (c *client) watchRSS(ctx context.Context, peak *atomic.Uint64) {
 		if mib, err := c.rss(ctx); err == nil {
 			for {
 				old := peak.Load()
-				if uint64(mib) <= old || peak.CompareAndSwap(old, uint64(mib)) {
+				if mib <= math.Float64frombits(old) || peak.CompareAndSwap(old, math.Float64bits(mib)) {
 					break
 				}
 			}
@@ -90,7 +91,10 @@ func (c *client) openSockets(ctx context.Context, tokens []string, parallel int)
 		dial.Go(func() {
 			for {
 				i := int(next.Add(1) - 1)
-				if i >= len(tokens) || ctx.Err() != nil {
+				mu.Lock()
+				failed := err != nil
+				mu.Unlock()
+				if i >= len(tokens) || failed || ctx.Err() != nil {
 					return
 				}
 				conn, resp, derr := websocket.DefaultDialer.DialContext(ctx, ws+tokens[i], nil)
