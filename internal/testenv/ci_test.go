@@ -29,3 +29,18 @@ func TestCIRunsTheReadmeTestCommand(t *testing.T) {
 	}
 	t.Fatalf(".ci/run does not run the README test command %q", cmd)
 }
+
+// Every live lease is a database of its own, however many tests ran
+// before: a long test's database is never handed out (and flushed) again
+// while it runs.
+func TestRedisDatabasesAreLeasedOnePerLiveTest(t *testing.T) {
+	RedisAddr(t)
+	seen := map[int]bool{}
+	for range 40 {
+		_, db := Redis(t)
+		if seen[db] {
+			t.Fatalf("database %d handed out twice while its first lease is live", db)
+		}
+		seen[db] = true
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -92,25 +93,56 @@ func RedisAddr(t testing.TB) string {
 }
 
 // Redis returns a client on a Redis database no other running test uses,
-// flushed before the test. Databases 1-15 are handed out in turn through a
-// counter in database 0, so concurrently running test binaries do not share
-// one as long as fewer than 15 run at once.
+// flushed before the test. Each test leases its database with a key in
+// database 0 (SET NX, released when the test ends, expiring after the CI's
+// timeout if its process dies), so a long test (the chaos suite's run for
+// minutes) never has its database handed to, and flushed by, another. The
+// server needs a database per concurrently running test: .ci/run starts it
+// with --databases 1024.
 func Redis(t testing.TB) (*redis.Client, int) {
 	t.Helper()
 	addr := RedisAddr(t)
 	ctx := context.Background()
 	ctl := redis.NewClient(&redis.Options{Addr: addr})
 	defer ctl.Close()
-	n, err := ctl.Incr(ctx, "seckill:test:db").Result()
+	count := 16
+	if cfg, err := ctl.ConfigGet(ctx, "databases").Result(); err == nil {
+		if n, err := strconv.Atoi(cfg["databases"]); err == nil && n > 1 {
+			count = n
+		}
+	}
+	// Start where the last lease left off, so databases are reused as late
+	// as possible.
+	next, err := ctl.Incr(ctx, "seckill:test:db").Result()
 	if err != nil {
 		t.Fatalf("redis at %s: %v", addr, err)
 	}
-	db := int(n%15) + 1
+	db, lease := 0, ""
+	for i := range count - 1 {
+		candidate := int((next+int64(i))%int64(count-1)) + 1
+		key := fmt.Sprintf("seckill:test:lease:%d", candidate)
+		ok, err := ctl.SetNX(ctx, key, fmt.Sprintf("%d %s", os.Getpid(), t.Name()), 30*time.Minute).Result()
+		if err != nil {
+			t.Fatalf("redis at %s: %v", addr, err)
+		}
+		if ok {
+			db, lease = candidate, key
+			break
+		}
+	}
+	if db == 0 {
+		t.Fatalf("no free database on the Redis at %s: all %d are leased by running tests; start redis-server with --databases 1024", addr, count-1)
+	}
 	rdb := redis.NewClient(&redis.Options{Addr: addr, DB: db, PoolSize: 64})
 	if err := rdb.FlushDB(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { rdb.Close() })
+	t.Cleanup(func() {
+		rdb.Close()
+		c := redis.NewClient(&redis.Options{Addr: addr})
+		defer c.Close()
+		_ = c.Del(context.Background(), lease).Err()
+	})
 	return rdb, db
 }
 
