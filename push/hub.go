@@ -248,23 +248,16 @@ func (h *Hub) pingSockets(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		all, slow = all[:0], slow[:0]
+		slow = slow[:0]
 		h.mu.RLock()
-		for _, b := range h.buyers {
-			for s := range b.sockets {
-				all = append(all, s)
-			}
-		}
+		all = h.sockets(all[:0])
 		h.mu.RUnlock()
 		for _, s := range all {
 			if !s.ping() {
 				slow = append(slow, s)
 			}
 		}
-		for _, s := range slow {
-			h.log.Warn("dropping slow websocket client", "user_id", s.userID, "send_buffer", h.opts.SendBuffer)
-			s.dropSlow()
-		}
+		h.dropSlow(slow)
 		clear(all)
 	}
 }
@@ -288,10 +281,25 @@ func (h *Hub) dispatch(m *redis.Message) {
 		}
 	}
 	h.mu.RUnlock()
+	h.dropSlow(slow)
+}
+
+// dropSlow drops sockets whose queue was full.
+func (h *Hub) dropSlow(slow []*socket) {
 	for _, s := range slow {
-		h.log.Warn("dropping slow websocket client", "user_id", userID, "send_buffer", h.opts.SendBuffer)
+		h.log.Warn("dropping slow websocket client", "user_id", s.userID, "send_buffer", h.opts.SendBuffer)
 		s.dropSlow()
 	}
+}
+
+// sockets appends every registered socket to dst. h.mu is held.
+func (h *Hub) sockets(dst []*socket) []*socket {
+	for _, b := range h.buyers {
+		for s := range b.sockets {
+			dst = append(dst, s)
+		}
+	}
+	return dst
 }
 
 // encodeEvent checks a published payload and returns the frame sent to the
@@ -433,16 +441,11 @@ func (h *Hub) forgetPong(token string) {
 	delete(h.pongs, token)
 }
 
-// shutdown closes every socket and waits for their Serve calls to return.
+// shutdown closes every socket and waits for them to end.
 func (h *Hub) shutdown() {
 	h.mu.Lock()
 	h.stopped = true
-	var all []*socket
-	for _, b := range h.buyers {
-		for s := range b.sockets {
-			all = append(all, s)
-		}
-	}
+	all := h.sockets(nil)
 	h.mu.Unlock()
 	for _, s := range all {
 		s.drop(closeGoingAway)
