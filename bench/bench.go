@@ -278,21 +278,29 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		r.AdmissionVsCeil = r.AdmissionSeconds / r.CeilingSeconds
 	}
 
-	if o.AdmissionOnly {
-		r.AdmissionOnly = true
-		if r.Stats, err = c.stats(ctx, sale.ID, admin); err != nil {
-			return nil, fmt.Errorf("final stats: %w", err)
-		}
-		r.check()
-		r.LoadAfter = loadAverage()
-		return r, nil
+	// Overload experiments stop here; the sagas are still running.
+	r.AdmissionOnly = o.AdmissionOnly
+	if !o.AdmissionOnly {
+		c.awaitSagas(ctx, r, o, sale.ID, admin, accepted, begin)
 	}
 
+	if r.Stats, err = c.stats(ctx, sale.ID, admin); err != nil {
+		return nil, fmt.Errorf("final stats: %w", err)
+	}
+	r.check()
+	r.LoadAfter = loadAverage()
+	return r, nil
+}
+
+// awaitSagas follows the stats until every accepted order is at
+// AWAITING_PAYMENT, then pays and cancels the asked fractions and waits for
+// the sale to settle, within o.Wait.
+func (c *client) awaitSagas(ctx context.Context, r *Result, o Options, saleID, admin string, accepted map[string]string, begin time.Time) {
 	// The sagas: every accepted order reaches AWAITING_PAYMENT.
-	bar = newBar(o.Progress, r.Accepted, "orders created")
+	bar := newBar(o.Progress, r.Accepted, "orders created")
 	deadline := time.Now().Add(o.Wait)
 	for {
-		st, err := c.stats(ctx, sale.ID, admin)
+		st, err := c.stats(ctx, saleID, admin)
 		if err == nil {
 			created := st.Orders["AWAITING_PAYMENT"] + st.Orders["PAID"] + st.Orders["CANCELLED"] + st.Orders["EXPIRED"] + st.Orders["FAILED"]
 			bar.set(created)
@@ -317,7 +325,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		ends := time.Now()
 		r.Paid, r.Cancelled = c.settle(ctx, accepted, o, newBar(o.Progress, int(float64(r.Accepted)*(o.Pay+o.Cancel)), "pay/cancel"))
 		for time.Now().Before(deadline) && ctx.Err() == nil {
-			st, err := c.stats(ctx, sale.ID, admin)
+			st, err := c.stats(ctx, saleID, admin)
 			// A cancelled order's row changes before its unit returns
 			// (CancelOrder → RestoreStock → ReleaseReservation), so the
 			// counts alone are not the end: wait for the stock to settle too.
@@ -328,15 +336,6 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 		r.EndSeconds = time.Since(ends).Seconds()
 	}
-
-	st, err := c.stats(ctx, sale.ID, admin)
-	if err != nil {
-		return nil, fmt.Errorf("final stats: %w", err)
-	}
-	r.Stats = st
-	r.check()
-	r.LoadAfter = loadAverage()
-	return r, nil
 }
 
 // check applies the invariants visible through the stats endpoint.
