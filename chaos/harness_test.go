@@ -237,30 +237,27 @@ func record(fault, behaviour string, r bench.Result, audit string) {
 		fault, behaviour, r.Accepted, r.Paid, r.Cancelled, r.CreatedSeconds, verdict)
 }
 
+// getJSON reads url into out; anything but 200 is an error.
 func getJSON(url, token string, out any) error {
-	req, _ := http.NewRequestWithContext(context.Background(), "GET", url, nil)
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %d", url, resp.StatusCode)
-	}
-	return json.NewDecoder(resp.Body).Decode(out)
+	return callJSON("GET", url, token, nil, out, func(status int) bool { return status == http.StatusOK })
 }
 
+// postJSON posts body to url and reads the answer into out (if not nil);
+// anything but a 2xx is an error.
 func postJSON(url, token string, body, out any) error {
+	return callJSON("POST", url, token, body, out, func(status int) bool { return status < 300 })
+}
+
+func callJSON(method, url, token string, body, out any, ok func(status int) bool) error {
 	var rd io.Reader
 	if body != nil {
 		b, _ := json.Marshal(body)
 		rd = bytes.NewReader(b)
 	}
-	req, _ := http.NewRequestWithContext(context.Background(), "POST", url, rd)
-	req.Header.Set("Content-Type", "application/json")
+	req, _ := http.NewRequestWithContext(context.Background(), method, url, rd)
+	if method == http.MethodPost {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
@@ -269,7 +266,7 @@ func postJSON(url, token string, body, out any) error {
 		return err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode >= 300 {
+	if !ok(resp.StatusCode) {
 		return fmt.Errorf("%s: %d", url, resp.StatusCode)
 	}
 	if out != nil {
