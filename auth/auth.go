@@ -62,6 +62,9 @@ func NewSigner(secret string) (*Signer, error) {
 			jwt.WithExpirationRequired(),
 			jwt.WithIssuedAt(),
 			jwt.WithLeeway(5*time.Second),
+			// One token, one spelling: non-canonical base64 (other trailing
+			// bits that decode to the same bytes) is refused.
+			jwt.WithStrictDecoding(),
 		),
 	}, nil
 }
