@@ -103,7 +103,10 @@ func TestAPIKilledBetweenReserveAndStart(t *testing.T) {
 	t.Parallel()
 	_, db := testenv.Redis(t)
 	redisURL := testenv.RedisURL(testenv.RedisAddr(t), db)
-	c := start(t, setup{redisAddr: redisURL, apiEnv: [][]string{{"SECKILL_RELAY_START_DELAY=1h"}, nil}})
+	// The doomed relay must take the intents as they come: while its api has
+	// purchases in flight it would otherwise yield (--relay-yield) and leave
+	// them to the other relay, and there would be nothing to crash on.
+	c := start(t, setup{redisAddr: redisURL, apiEnv: [][]string{{"SECKILL_RELAY_START_DELAY=1h", "SECKILL_RELAY_YIELD=0"}, nil}})
 	c.startWorker("worker")
 	doomed, survivor := c.apis[0], c.apis[1]
 	signer, err := auth.NewSigner(secret)
