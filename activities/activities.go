@@ -68,15 +68,26 @@ type FinishInput struct {
 	Reason string
 }
 
-// CancelOrder records the order's ending status (compensates CreateOrder,
-// and writes the row for orders that never got one).
-func (a *Activities) CancelOrder(ctx context.Context, in FinishInput) error {
+// FinishOrder records the order's ending status (it compensates
+// CreateOrder, and writes the row of an order that never got one) and
+// returns the status the row ends with: PAID if the order was paid, which
+// the saga must then not compensate.
+func (a *Activities) FinishOrder(ctx context.Context, in FinishInput) (domain.Status, error) {
 	start := time.Now()
-	err := a.Store.FinishOrder(ctx, in.Ref, in.Status, in.Reason)
-	a.Metrics.observe("CancelOrder", start, err)
-	if err == nil {
-		a.Metrics.compensated("CancelOrder")
+	final, err := a.Store.FinishOrder(ctx, in.Ref, in.Status, in.Reason)
+	err = classify(err)
+	a.Metrics.observe("FinishOrder", start, err)
+	if err == nil && final == in.Status {
+		a.Metrics.compensated("FinishOrder")
 	}
+	return final, err
+}
+
+// CancelOrder is FinishOrder without its result: the name order workflows
+// started before the pay/cancel updates call (workflows.VersionUpdates).
+// Keep it registered until no such workflow can be running.
+func (a *Activities) CancelOrder(ctx context.Context, in FinishInput) error {
+	_, err := a.FinishOrder(ctx, in)
 	return err
 }
 
@@ -123,7 +134,8 @@ func classify(err error) error {
 		return nil
 	case errors.Is(err, domain.ErrOutOfStock):
 		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeOutOfStock, err)
-	case errors.Is(err, domain.ErrInvalidOrder), errors.Is(err, domain.ErrConflict), errors.Is(err, domain.ErrNotFound):
+	case errors.Is(err, domain.ErrInvalidOrder), errors.Is(err, domain.ErrConflict), errors.Is(err, domain.ErrNotFound),
+		errors.Is(err, domain.ErrCompensated):
 		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeInvalidOrder, err)
 	}
 	return err

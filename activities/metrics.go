@@ -22,7 +22,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"step", "outcome"}),
 		compensations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "seckill_compensations_total",
-			Help: "Compensations that gave something back: a unit to the database stock (RestoreStock) or to Redis (ReleaseReservation), or an order ended (CancelOrder).",
+			Help: "Compensations that gave something back: a unit to the database stock (RestoreStock) or to Redis (ReleaseReservation), or an order ended (FinishOrder).",
 		}, []string{"step"}),
 	}
 	reg.MustRegister(m.steps, m.compensations)

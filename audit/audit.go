@@ -137,11 +137,13 @@ func Sale(ctx context.Context, src Sources, saleID int64, exp Expect) (Report, e
 	if err != nil {
 		return r, fmt.Errorf("audit ledger: %w", err)
 	}
+	// Units, not rows: a restore of an order that never deducted writes a
+	// tombstone with delta 0.
 	for _, m := range moves {
 		if m.Kind == stockmovement.KindDEDUCT {
-			r.Deducted++
+			r.Deducted -= m.Delta
 		} else {
-			r.Restored++
+			r.Restored += m.Delta
 		}
 	}
 	if r.TotalStock-r.DBStock != r.Deducted-r.Restored {
@@ -218,9 +220,10 @@ func checkLedgerPerOrder(ctx context.Context, db *ent.Client, saleID int64, move
 			l = &ledger{}
 			byOrder[m.OrderID] = l
 		}
-		if m.Kind == stockmovement.KindDEDUCT {
+		switch {
+		case m.Kind == stockmovement.KindDEDUCT:
 			l.deducted = true
-		} else {
+		case m.Delta > 0: // not a tombstone
 			l.restored = true
 		}
 	}

@@ -4,6 +4,7 @@
 package domain
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -49,11 +50,60 @@ var LiveStatuses = []Status{StatusPending, StatusAwaitingPayment, StatusPaid}
 
 // OrderRef identifies an admitted order and what it is for. Every saga step
 // carries it, so each step can be retried, or compensated, on its own.
+//
+// On the wire (workflow inputs, activity inputs) its ids are JSON strings:
+// the Temporal Web UI is JavaScript, where a 64-bit number is rounded. Ids
+// written as numbers by earlier versions still decode (see jsonID).
 type OrderRef struct {
 	OrderID     int64  `json:"order_id"`
 	SaleID      int64  `json:"sale_id"`
 	UserID      string `json:"user_id"`
 	AmountCents int64  `json:"amount_cents"`
+}
+
+// orderRefJSON is OrderRef's wire shape.
+type orderRefJSON struct {
+	OrderID     jsonID `json:"order_id"`
+	SaleID      jsonID `json:"sale_id"`
+	UserID      string `json:"user_id"`
+	AmountCents int64  `json:"amount_cents"`
+}
+
+// MarshalJSON writes the ids as strings.
+func (r OrderRef) MarshalJSON() ([]byte, error) {
+	return json.Marshal(orderRefJSON{jsonID(r.OrderID), jsonID(r.SaleID), r.UserID, r.AmountCents})
+}
+
+// UnmarshalJSON reads ids written as strings or, by earlier versions, as
+// numbers.
+func (r *OrderRef) UnmarshalJSON(b []byte) error {
+	var w orderRefJSON
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*r = OrderRef{OrderID: int64(w.OrderID), SaleID: int64(w.SaleID), UserID: w.UserID, AmountCents: w.AmountCents}
+	return nil
+}
+
+// jsonID is a 64-bit id written as a JSON string and read from a string or
+// a number.
+type jsonID int64
+
+func (id jsonID) MarshalJSON() ([]byte, error) {
+	return []byte(`"` + strconv.FormatInt(int64(id), 10) + `"`), nil
+}
+
+func (id *jsonID) UnmarshalJSON(b []byte) error {
+	s := string(b)
+	if len(s) >= 2 && s[0] == '"' && s[len(s)-1] == '"' {
+		s = s[1 : len(s)-1]
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return fmt.Errorf("id %s: %w", b, err)
+	}
+	*id = jsonID(v)
+	return nil
 }
 
 // WorkflowID is the Temporal workflow id of an order. Starting it with
@@ -103,6 +153,9 @@ var (
 	// ErrUnavailable means a dependency needed to answer is down; nothing
 	// was changed.
 	ErrUnavailable = errors.New("service unavailable")
+	// ErrCompensated means a forward step arrived after its order had been
+	// compensated (a deduction whose restore already ran): it must not land.
+	ErrCompensated = errors.New("order already compensated")
 )
 
 // AlreadyPurchasedError is returned when the buyer already holds a unit of
@@ -114,3 +167,18 @@ type AlreadyPurchasedError struct {
 func (e *AlreadyPurchasedError) Error() string {
 	return fmt.Sprintf("already purchased: order %d", e.OrderID)
 }
+
+// StateError is a request the order's status does not allow (paying a
+// cancelled order, cancelling a paid one). Status is the order's actual
+// status, or the one it is already committed to reach, so the caller learns
+// what happened instead. It is an ErrConflict.
+type StateError struct {
+	Status Status
+	// Detail says, in words a buyer may read, why the request was refused.
+	Detail string
+}
+
+func (e *StateError) Error() string { return e.Detail }
+
+// Is makes errors.Is(err, ErrConflict) hold for a StateError.
+func (e *StateError) Is(target error) bool { return target == ErrConflict }

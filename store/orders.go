@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
@@ -14,17 +16,26 @@ import (
 
 // DeductStock takes one unit of the sale for the order. The ledger row and
 // the stock update share one transaction and the ledger is unique on
-// (order, kind), so a retried call deducts once. It returns
-// domain.ErrOutOfStock when the sale has no unit left and
-// domain.ErrInvalidOrder when the sale does not exist.
+// (order, kind), so a retried call deducts once. The ledger row is written
+// first: a second attempt for the same order then waits on the unique index
+// until the first commits and finds its row, instead of judging the stock
+// before the first attempt's commit and reporting a false out-of-stock.
+//
+// It returns domain.ErrOutOfStock when the sale has no unit left,
+// domain.ErrInvalidOrder when the sale does not exist, and
+// domain.ErrCompensated when RestoreStock already ran for the order (a
+// deduction that arrives after its compensation must not land).
 func (s *Store) DeductStock(ctx context.Context, ref domain.OrderRef) error {
 	err := s.withTx(ctx, func(tx *ent.Tx) error {
-		done, err := tx.StockMovement.Query().
-			Where(stockmovement.OrderID(ref.OrderID), stockmovement.KindEQ(stockmovement.KindDEDUCT)).
-			Exist(ctx)
-		if err != nil || done {
+		err := tx.StockMovement.Create().
+			SetOrderID(ref.OrderID).SetSaleID(ref.SaleID).
+			SetKind(stockmovement.KindDEDUCT).SetDelta(-1).
+			Exec(ctx)
+		if err != nil {
 			return err
 		}
+		// The update locks the sale row until commit; RestoreStock takes the
+		// same lock before it reads the ledger (see there).
 		n, err := tx.Sale.Update().Where(sale.ID(ref.SaleID), sale.StockGT(0)).AddStock(-1).Save(ctx)
 		if err != nil {
 			return err
@@ -39,14 +50,19 @@ func (s *Store) DeductStock(ctx context.Context, ref domain.OrderRef) error {
 			}
 			return domain.ErrOutOfStock
 		}
-		return tx.StockMovement.Create().
-			SetOrderID(ref.OrderID).SetSaleID(ref.SaleID).
-			SetKind(stockmovement.KindDEDUCT).SetDelta(-1).
-			Exec(ctx)
+		voided, err := tx.StockMovement.Query().
+			Where(stockmovement.OrderID(ref.OrderID), stockmovement.KindEQ(stockmovement.KindRESTORE)).
+			Exist(ctx)
+		if err != nil {
+			return err
+		}
+		if voided {
+			return domain.ErrCompensated
+		}
+		return nil
 	})
 	if ent.IsConstraintError(err) {
-		// A concurrent attempt for the same order committed first; its
-		// deduction stands and ours was rolled back.
+		// An earlier attempt for the same order committed its deduction.
 		return nil
 	}
 	if err != nil {
@@ -58,9 +74,19 @@ func (s *Store) DeductStock(ctx context.Context, ref domain.OrderRef) error {
 // RestoreStock returns the unit DeductStock took for the order, once. It
 // reports whether it returned a unit now (false if it had been returned
 // already or never taken).
+//
+// The saga registers this compensation before DeductStock runs, because a
+// deduction whose local activity was cancelled may still commit after the
+// workflow moved on. So a restore that finds no deduction writes a RESTORE
+// row with delta 0, a tombstone that makes a later DeductStock of the order
+// back off. It first locks the sale row, which an in-flight deduction holds
+// until it commits, so it reads a ledger that no deduction is still writing.
 func (s *Store) RestoreStock(ctx context.Context, ref domain.OrderRef) (bool, error) {
 	restored := false
 	err := s.withTx(ctx, func(tx *ent.Tx) error {
+		if _, err := tx.Sale.Update().Where(sale.ID(ref.SaleID)).AddStock(0).Save(ctx); err != nil {
+			return err
+		}
 		moves, err := tx.StockMovement.Query().Where(stockmovement.OrderID(ref.OrderID)).All(ctx)
 		if err != nil {
 			return err
@@ -74,16 +100,16 @@ func (s *Store) RestoreStock(ctx context.Context, ref domain.OrderRef) (bool, er
 				deducted = true
 			}
 		}
-		if !deducted {
-			return nil
+		delta := 0
+		if deducted {
+			if _, err := tx.Sale.Update().Where(sale.ID(ref.SaleID)).AddStock(1).Save(ctx); err != nil {
+				return err
+			}
+			delta, restored = 1, true
 		}
-		if _, err := tx.Sale.Update().Where(sale.ID(ref.SaleID)).AddStock(1).Save(ctx); err != nil {
-			return err
-		}
-		restored = true
 		return tx.StockMovement.Create().
 			SetOrderID(ref.OrderID).SetSaleID(ref.SaleID).
-			SetKind(stockmovement.KindRESTORE).SetDelta(1).
+			SetKind(stockmovement.KindRESTORE).SetDelta(delta).
 			Exec(ctx)
 	})
 	if ent.IsConstraintError(err) {
@@ -95,65 +121,77 @@ func (s *Store) RestoreStock(ctx context.Context, ref domain.OrderRef) (bool, er
 	return restored, nil
 }
 
-// CreateOrder writes the order row as AWAITING_PAYMENT. Writing an order
-// that exists already is a no-op, so retries are safe. It returns
-// domain.ErrInvalidOrder when the row cannot be written (unknown sale, or
-// the buyer holds another live order of the sale).
+// CreateOrder writes the order row as AWAITING_PAYMENT if the order has no
+// row yet, so a retry, or a late attempt after FinishOrder wrote the row,
+// changes nothing. It returns domain.ErrInvalidOrder when the row cannot be
+// written (unknown sale, or the buyer holds another live order of the sale).
 func (s *Store) CreateOrder(ctx context.Context, ref domain.OrderRef) error {
-	err := s.db.Order.Create().
-		SetID(ref.OrderID).
-		SetSaleID(ref.SaleID).
-		SetUserID(ref.UserID).
-		SetAmountCents(ref.AmountCents).
-		SetStatus(order.StatusAWAITING_PAYMENT).
-		Exec(ctx)
-	if err == nil {
-		return nil
-	}
+	err := s.insertOrder(ctx, s.db.Order, ref, domain.StatusAwaitingPayment, "")
 	if ent.IsConstraintError(err) || ent.IsValidationError(err) {
-		if exists, qerr := s.db.Order.Query().Where(order.ID(ref.OrderID)).Exist(ctx); qerr == nil && exists {
-			return nil // written by an earlier attempt
-		}
 		return fmt.Errorf("%w: order %d: %v", domain.ErrInvalidOrder, ref.OrderID, err)
 	}
-	return fmt.Errorf("create order %d: %w", ref.OrderID, err)
+	if err != nil {
+		return fmt.Errorf("create order %d: %w", ref.OrderID, err)
+	}
+	return nil
+}
+
+// insertOrder inserts the order's row unless a row with its id exists.
+// Only a conflict on the id is absorbed; any other constraint (the sale,
+// one live order per buyer) is reported.
+func (s *Store) insertOrder(ctx context.Context, c *ent.OrderClient, ref domain.OrderRef, status domain.Status, reason string) error {
+	err := c.Create().
+		SetID(ref.OrderID).SetSaleID(ref.SaleID).SetUserID(ref.UserID).
+		SetAmountCents(ref.AmountCents).
+		SetStatus(order.Status(status)).SetReason(reason).
+		OnConflictColumns(order.FieldID).DoNothing().
+		Exec(ctx)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil // the row exists
+	}
+	return err
 }
 
 // FinishOrder records that the order ended without a sale (status is
-// CANCELLED, EXPIRED or FAILED). It writes the row if the saga never got
-// that far, so every admitted order ends with a row in a final status. An
-// order that is final already keeps its status.
-func (s *Store) FinishOrder(ctx context.Context, ref domain.OrderRef, status domain.Status, reason string) error {
+// CANCELLED, EXPIRED or FAILED) and returns the status the row ends with.
+// In one transaction it writes the row if the saga never got that far (so
+// every admitted order ends with a row, and a late CreateOrder finds it),
+// then moves a live unpaid row to status. A row that is final already keeps
+// its status: the caller learns it, so an ending never undoes a payment.
+func (s *Store) FinishOrder(ctx context.Context, ref domain.OrderRef, status domain.Status, reason string) (domain.Status, error) {
 	if status.Live() {
-		return fmt.Errorf("finish order %d: %s is not an ending status", ref.OrderID, status)
+		return "", fmt.Errorf("finish order %d: %s is not an ending status", ref.OrderID, status)
 	}
 	if len(reason) > 500 {
 		reason = reason[:500]
 	}
-	_, err := s.db.Order.Update().
-		Where(order.ID(ref.OrderID), order.StatusIn(order.StatusPENDING, order.StatusAWAITING_PAYMENT)).
-		SetStatus(order.Status(status)).SetReason(reason).
-		Save(ctx)
-	if err != nil {
-		return fmt.Errorf("finish order %d: %w", ref.OrderID, err)
-	}
-	exists, err := s.db.Order.Query().Where(order.ID(ref.OrderID)).Exist(ctx)
-	if err != nil || exists {
-		return err
-	}
-	err = s.db.Order.Create().
-		SetID(ref.OrderID).SetSaleID(ref.SaleID).SetUserID(ref.UserID).
-		SetAmountCents(ref.AmountCents).
-		SetStatus(order.Status(status)).SetReason(reason).
-		Exec(ctx)
-	if ent.IsConstraintError(err) {
-		if exists, qerr := s.db.Order.Query().Where(order.ID(ref.OrderID)).Exist(ctx); qerr == nil && exists {
-			return nil // a concurrent attempt wrote it
+	var final domain.Status
+	err := s.withTx(ctx, func(tx *ent.Tx) error {
+		if err := s.insertOrder(ctx, tx.Order, ref, status, reason); err != nil {
+			return err
 		}
+		_, err := tx.Order.Update().
+			Where(order.ID(ref.OrderID), order.StatusIn(order.StatusPENDING, order.StatusAWAITING_PAYMENT)).
+			SetStatus(order.Status(status)).SetReason(reason).
+			Save(ctx)
+		if err != nil {
+			return err
+		}
+		row, err := tx.Order.Get(ctx, ref.OrderID)
+		if err != nil {
+			return err
+		}
+		final = domain.Status(row.Status)
+		return nil
+	})
+	if ent.IsConstraintError(err) || ent.IsValidationError(err) {
 		// The sale itself is gone: there is nothing to attach a row to.
-		return fmt.Errorf("%w: order %d: %v", domain.ErrInvalidOrder, ref.OrderID, err)
+		return "", fmt.Errorf("%w: order %d: %v", domain.ErrInvalidOrder, ref.OrderID, err)
 	}
-	return err
+	if err != nil {
+		return "", fmt.Errorf("finish order %d: %w", ref.OrderID, err)
+	}
+	return final, nil
 }
 
 // MarkPaid moves an AWAITING_PAYMENT order to PAID. Paying a paid order is

@@ -120,10 +120,10 @@ func TestRestoreStockOnceAndOnlyAfterDeduct(t *testing.T) {
 	backends(t, func(t *testing.T, st *store.Store) {
 		ctx := context.Background()
 		sale := newSale(t, st, 2)
-		ref := domain.OrderRef{OrderID: 5, SaleID: sale}
-		if restored, err := st.RestoreStock(ctx, ref); err != nil || restored {
+		if restored, err := st.RestoreStock(ctx, domain.OrderRef{OrderID: 4, SaleID: sale}); err != nil || restored {
 			t.Fatalf("restore before deduct: restored=%v err=%v; want nothing", restored, err)
 		}
+		ref := domain.OrderRef{OrderID: 5, SaleID: sale}
 		if err := st.DeductStock(ctx, ref); err != nil {
 			t.Fatal(err)
 		}
@@ -171,9 +171,10 @@ func TestOrderLifecycle(t *testing.T) {
 		if err := st.MarkPaid(ctx, 10); err != nil {
 			t.Fatalf("paying twice: %v", err)
 		}
-		// A paid order is final: cancelling it changes nothing.
-		if err := st.FinishOrder(ctx, ref, domain.StatusCancelled, "late"); err != nil {
-			t.Fatal(err)
+		// A paid order is final: cancelling it changes nothing, and the
+		// caller learns that it is PAID.
+		if final, err := st.FinishOrder(ctx, ref, domain.StatusCancelled, "late"); err != nil || final != domain.StatusPaid {
+			t.Fatalf("finishing a paid order = %s, %v; want PAID", final, err)
 		}
 		o, err := st.Order(ctx, 10)
 		if err != nil || o.Status != order.StatusPAID {
@@ -188,8 +189,8 @@ func TestFinishOrderWritesMissingRowsAndFreesTheBuyer(t *testing.T) {
 		sale := newSale(t, st, 5)
 		// The saga failed before CreateOrder: the ending still gets a row.
 		failed := domain.OrderRef{OrderID: 20, SaleID: sale, UserID: "jack", AmountCents: 49900}
-		if err := st.FinishOrder(ctx, failed, domain.StatusFailed, "deduct stock: out of stock"); err != nil {
-			t.Fatal(err)
+		if final, err := st.FinishOrder(ctx, failed, domain.StatusFailed, "deduct stock: out of stock"); err != nil || final != domain.StatusFailed {
+			t.Fatalf("finish = %s, %v; want FAILED", final, err)
 		}
 		o, err := st.Order(ctx, 20)
 		if err != nil || o.Status != order.StatusFAILED || o.Reason == "" {
@@ -200,8 +201,8 @@ func TestFinishOrderWritesMissingRowsAndFreesTheBuyer(t *testing.T) {
 		if err := st.CreateOrder(ctx, first); err != nil {
 			t.Fatal(err)
 		}
-		if err := st.FinishOrder(ctx, first, domain.StatusCancelled, "cancelled by buyer"); err != nil {
-			t.Fatal(err)
+		if final, err := st.FinishOrder(ctx, first, domain.StatusCancelled, "cancelled by buyer"); err != nil || final != domain.StatusCancelled {
+			t.Fatalf("finish = %s, %v; want CANCELLED", final, err)
 		}
 		if err := st.CreateOrder(ctx, domain.OrderRef{OrderID: 22, SaleID: sale, UserID: "kate", AmountCents: 49900}); err != nil {
 			t.Fatalf("buying again after a cancel: %v", err)
@@ -209,7 +210,7 @@ func TestFinishOrderWritesMissingRowsAndFreesTheBuyer(t *testing.T) {
 		if err := st.MarkPaid(ctx, 21); !errors.Is(err, domain.ErrConflict) {
 			t.Fatalf("paying a cancelled order: %v, want ErrConflict", err)
 		}
-		if err := st.FinishOrder(ctx, first, domain.StatusPaid, ""); err == nil {
+		if _, err := st.FinishOrder(ctx, first, domain.StatusPaid, ""); err == nil {
 			t.Fatal("FinishOrder accepted a live status")
 		}
 		counts, err := st.CountByStatus(ctx, sale)
@@ -236,4 +237,101 @@ func TestCreateSaleRejectsAnEmptyWindow(t *testing.T) {
 			t.Fatalf("a refused sale was written: %v", sales)
 		}
 	})
+}
+
+// A CreateOrder that arrives after the saga ended the order (its local
+// activity was cancelled while its insert was in flight) finds the final
+// row and leaves it alone: the order stays ended, the buyer stays free.
+func TestLateCreateOrderKeepsTheEnding(t *testing.T) {
+	backends(t, func(t *testing.T, st *store.Store) {
+		ctx := context.Background()
+		sale := newSale(t, st, 5)
+		ref := domain.OrderRef{OrderID: 30, SaleID: sale, UserID: "lee", AmountCents: 49900}
+		if final, err := st.FinishOrder(ctx, ref, domain.StatusCancelled, "order workflow cancelled"); err != nil || final != domain.StatusCancelled {
+			t.Fatalf("finish = %s, %v", final, err)
+		}
+		if err := st.CreateOrder(ctx, ref); err != nil {
+			t.Fatalf("late create: %v", err)
+		}
+		o, err := st.Order(ctx, 30)
+		if err != nil || o.Status != order.StatusCANCELLED {
+			t.Fatalf("order = %+v, %v; want CANCELLED", o, err)
+		}
+	})
+}
+
+// A deduction that arrives after its order's restore ran (the restore left
+// a tombstone) backs off, so the unit is not taken for an ended order.
+func TestDeductionAfterItsRestoreDoesNotLand(t *testing.T) {
+	backends(t, func(t *testing.T, st *store.Store) {
+		ctx := context.Background()
+		sale := newSale(t, st, 3)
+		ref := domain.OrderRef{OrderID: 40, SaleID: sale, UserID: "mia", AmountCents: 49900}
+		restored, err := st.RestoreStock(ctx, ref)
+		if err != nil || restored {
+			t.Fatalf("restore before any deduction = %v, %v; want false, nil", restored, err)
+		}
+		if err := st.DeductStock(ctx, ref); !errors.Is(err, domain.ErrCompensated) {
+			t.Fatalf("late deduction: %v, want ErrCompensated", err)
+		}
+		if got := stockOf(t, st, sale); got != 3 {
+			t.Fatalf("stock = %d, want 3", got)
+		}
+		if again, err := st.RestoreStock(ctx, ref); err != nil || again {
+			t.Fatalf("second restore = %v, %v", again, err)
+		}
+		if got := stockOf(t, st, sale); got != 3 {
+			t.Fatalf("stock after a second restore = %d, want 3", got)
+		}
+	})
+}
+
+// Concurrent attempts of one order's deduction, racing a restore of the
+// same order, leave the stock as the ledger says: taken and given back, or
+// never taken.
+func TestDeductionRacingItsRestoreNeverLeaks(t *testing.T) {
+	ctx := context.Background()
+	st := testenv.Store(t)
+	sale := newSale(t, st, 50)
+	var wg sync.WaitGroup
+	for i := range 40 {
+		ref := domain.OrderRef{OrderID: int64(100 + i), SaleID: sale, UserID: "u", AmountCents: 1}
+		wg.Add(3)
+		go func() { defer wg.Done(); _ = st.DeductStock(ctx, ref) }()
+		go func() { defer wg.Done(); _ = st.DeductStock(ctx, ref) }()
+		go func() {
+			defer wg.Done()
+			if _, err := st.RestoreStock(ctx, ref); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if got := stockOf(t, st, sale); got != 50 {
+		t.Fatalf("stock = %d after every order was restored, want 50", got)
+	}
+}
+
+// Two attempts of one order's deduction on the last unit: the second waits
+// for the first's ledger row and succeeds, instead of reporting a false
+// out-of-stock.
+func TestRetriedDeductionOnTheLastUnit(t *testing.T) {
+	ctx := context.Background()
+	st := testenv.Store(t)
+	for round := range 20 {
+		sale := newSale(t, st, 1)
+		ref := domain.OrderRef{OrderID: int64(200 + round), SaleID: sale, UserID: "v", AmountCents: 1}
+		errs := make(chan error, 2)
+		for range 2 {
+			go func() { errs <- st.DeductStock(ctx, ref) }()
+		}
+		for range 2 {
+			if err := <-errs; err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+		}
+		if got := stockOf(t, st, sale); got != 0 {
+			t.Fatalf("round %d: stock = %d, want 0", round, got)
+		}
+	}
 }
