@@ -3,6 +3,7 @@
 package workflows
 
 import (
+	"cmp"
 	"fmt"
 	"strconv"
 	"time"
@@ -18,12 +19,33 @@ import (
 // TaskQueue is where order workflows and their activities run.
 const TaskQueue = "seckill-orders"
 
-// Signal and query names of OrderWorkflow.
+// Update and query names of OrderWorkflow.
 const (
+	// UpdatePay and UpdateCancel decide an order awaiting payment. The
+	// caller waits for the outcome: the order's state once the transition
+	// ran, or an ApplicationError of type ErrTypeInvalidState, whose detail
+	// is the order's actual status, when the state did not allow it.
+	UpdatePay    = "pay"
+	UpdateCancel = "cancel"
+	QueryStatus  = "status"
+
+	// SignalPay and SignalCancel are how workflows started before
+	// VersionUpdates were paid and cancelled; those still accept them.
 	SignalPay    = "pay"
 	SignalCancel = "cancel"
-	QueryStatus  = "status"
 )
+
+// ErrTypeInvalidState is the ApplicationError type with which pay and
+// cancel are refused when the order is not awaiting payment. Its detail is
+// the domain.Status the order has, or is already committed to.
+const ErrTypeInvalidState = "InvalidState"
+
+// VersionUpdates is the change id (workflow.GetVersion) of the saga that
+// takes pay and cancel as updates, registers RestoreStock before DeductStock,
+// records a payment on a disconnected context and never compensates a
+// paid order. Workflows started before it (DefaultVersion) replay their
+// recorded command sequence: see docs in README ("Changing the workflow").
+const VersionUpdates = "pay-cancel-updates"
 
 // DefaultPaymentTimeout is how long a buyer has to pay.
 const DefaultPaymentTimeout = 15 * time.Minute
@@ -122,85 +144,191 @@ var a *activities.Activities
 
 // OrderWorkflow turns an admitted reservation into an order:
 //
-//	DeductStock → CreateOrder → Notify(AWAITING_PAYMENT) → wait for pay, cancel
-//	or the payment timeout → MarkPaid + Notify(PAID)
+//	DeductStock → CreateOrder → Notify(AWAITING_PAYMENT) → wait for the pay
+//	or cancel update, or the payment timeout → MarkPaid + Notify(PAID)
 //
 // and on any failure, cancellation or timeout it runs the compensations in
-// reverse on a disconnected context (RestoreStock, CancelOrder), releases the
-// Redis reservation and tells the buyer.
+// reverse on a disconnected context (FinishOrder, RestoreStock), releases
+// the Redis reservation and tells the buyer.
+//
+// The decision between pay, cancel, the timer and an operator's cancel is
+// taken once, inside the workflow: whichever comes first decides, and every
+// later request is refused with the decided status. A payment, once
+// decided, is recorded whatever happens next, and an ending never
+// compensates a paid order.
 func OrderWorkflow(ctx workflow.Context, in OrderInput) (OrderState, error) {
 	o := &order{ref: in.Order, state: OrderState{Status: domain.StatusPending}}
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (OrderState, error) { return o.state, nil }); err != nil {
 		return o.state, err
 	}
-	timeout := in.PaymentTimeout
-	if timeout <= 0 {
-		timeout = DefaultPaymentTimeout
+	o.v1 = workflow.GetVersion(ctx, VersionUpdates, workflow.DefaultVersion, 1) >= 1
+	o.decisions = workflow.NewBufferedChannel(ctx, 1)
+	if err := o.handleUpdates(ctx); err != nil {
+		return o.state, err
 	}
-	pay := workflow.GetSignalChannel(ctx, SignalPay)
-	cancel := workflow.GetSignalChannel(ctx, SignalCancel)
-
-	fctx := workflow.WithLocalActivityOptions(ctx, forwardOptions)
-	if err := workflow.ExecuteLocalActivity(fctx, deductStock, o.ref).Get(ctx, nil); err != nil {
-		return o.fail(ctx, err, "deduct stock")
+	state, err := o.run(ctx, in)
+	o.done = true
+	// An update accepted in the last workflow task gets its answer before
+	// the workflow completes.
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	if werr := workflow.Await(dctx, func() bool { return workflow.AllHandlersFinished(dctx) }); werr != nil && err == nil {
+		err = werr
 	}
-	o.compensations = append(o.compensations, func(ctx workflow.Context) error {
-		return workflow.ExecuteActivity(ctx, a.RestoreStock, o.ref).Get(ctx, nil)
-	})
-	// CancelOrder, CreateOrder's compensation, runs in every unhappy ending
-	// (see end), so it needs no entry in the list.
-	if err := workflow.ExecuteLocalActivity(fctx, createOrder, o.ref).Get(ctx, nil); err != nil {
-		return o.fail(ctx, err, "create order")
-	}
-	o.set(ctx, domain.StatusAwaitingPayment, "")
-
-	var (
-		paid      bool
-		cancelReq CancelRequest
-		cancelled bool
-		expired   bool
-	)
-	tctx, stopTimer := workflow.WithCancel(ctx)
-	sel := workflow.NewSelector(ctx)
-	sel.AddReceive(pay, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, nil); paid = true })
-	sel.AddReceive(cancel, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, &cancelReq); cancelled = true })
-	sel.AddFuture(workflow.NewTimer(tctx, timeout), func(f workflow.Future) {
-		// A cancelled workflow cancels the timer too: that is a cancellation.
-		if f.Get(ctx, nil) == nil {
-			expired = true
-		} else {
-			cancelled = true
-			cancelReq.Reason = "order workflow cancelled"
-		}
-	})
-	sel.Select(ctx)
-	stopTimer()
-
-	switch {
-	case paid:
-		// Payment must not be lost once accepted: retry until recorded.
-		pctx := workflow.WithActivityOptions(ctx, compensationOptions)
-		if err := workflow.ExecuteActivity(pctx, a.MarkPaid, o.ref).Get(ctx, nil); err != nil {
-			return o.fail(ctx, err, "mark paid")
-		}
-		o.set(ctx, domain.StatusPaid, "")
-		return o.state, nil
-	case expired:
-		return o.end(ctx, domain.StatusExpired, "payment timeout")
-	case cancelled:
-		reason := cancelReq.Reason
-		if reason == "" {
-			reason = "cancelled by buyer"
-		}
-		return o.end(ctx, domain.StatusCancelled, reason)
-	}
-	return o.end(ctx, domain.StatusFailed, "unreachable")
+	return state, err
 }
 
 type order struct {
 	ref           domain.OrderRef
 	state         OrderState
 	compensations []func(ctx workflow.Context) error
+	// v1 is false for workflows started before VersionUpdates.
+	v1 bool
+	// decided is the outcome chosen while awaiting payment (PAID,
+	// CANCELLED or EXPIRED) and reason its reason; empty until then.
+	decided domain.Status
+	reason  string
+	// decisions wakes the wait when an update decides.
+	decisions workflow.Channel
+	// done is set once the order's final state is recorded.
+	done bool
+}
+
+func (o *order) run(ctx workflow.Context, in OrderInput) (OrderState, error) {
+	timeout := in.PaymentTimeout
+	if timeout <= 0 {
+		timeout = DefaultPaymentTimeout
+	}
+	restore := func(ctx workflow.Context) error {
+		return workflow.ExecuteActivity(ctx, a.RestoreStock, o.ref).Get(ctx, nil)
+	}
+	// RestoreStock is registered before DeductStock runs: a deduction whose
+	// local activity is cancelled may still commit after the workflow moved
+	// on, and a restore that finds no deduction leaves a tombstone that
+	// makes such a late deduction back off (store.RestoreStock).
+	if o.v1 {
+		o.compensations = append(o.compensations, restore)
+	}
+	fctx := workflow.WithLocalActivityOptions(ctx, forwardOptions)
+	if err := workflow.ExecuteLocalActivity(fctx, deductStock, o.ref).Get(ctx, nil); err != nil {
+		return o.fail(ctx, err, "deduct stock")
+	}
+	if !o.v1 {
+		o.compensations = append(o.compensations, restore)
+	}
+	// FinishOrder, CreateOrder's compensation, runs in every unhappy ending
+	// (see end), so it needs no entry in the list.
+	if err := workflow.ExecuteLocalActivity(fctx, createOrder, o.ref).Get(ctx, nil); err != nil {
+		return o.fail(ctx, err, "create order")
+	}
+	o.set(ctx, domain.StatusAwaitingPayment, "")
+
+	o.awaitDecision(ctx, timeout)
+	if o.decided == domain.StatusPaid {
+		return o.pay(ctx)
+	}
+	return o.end(ctx, o.decided, o.reason)
+}
+
+// handleUpdates registers pay and cancel. Their validators refuse, without
+// writing history, any request the order's state does not allow; the
+// handlers decide and then wait until the decision has been carried out.
+func (o *order) handleUpdates(ctx workflow.Context) error {
+	err := workflow.SetUpdateHandlerWithOptions(ctx, UpdatePay,
+		func(ctx workflow.Context) (OrderState, error) {
+			return o.decide(ctx, domain.StatusPaid, "")
+		},
+		workflow.UpdateHandlerOptions{Validator: func(workflow.Context) error { return o.allow("pay") }})
+	if err != nil {
+		return err
+	}
+	return workflow.SetUpdateHandlerWithOptions(ctx, UpdateCancel,
+		func(ctx workflow.Context, req CancelRequest) (OrderState, error) {
+			return o.decide(ctx, domain.StatusCancelled, cmp.Or(req.Reason, "cancelled by buyer"))
+		},
+		workflow.UpdateHandlerOptions{Validator: func(_ workflow.Context, _ CancelRequest) error { return o.allow("cancel") }})
+}
+
+// allow says whether pay or cancel may decide the order now.
+func (o *order) allow(what string) error {
+	if o.state.Status == domain.StatusAwaitingPayment && o.decided == "" {
+		return nil
+	}
+	status := o.state.Status
+	if o.decided != "" && !o.done {
+		status = o.decided // decided, still being carried out
+	}
+	detail := fmt.Sprintf("cannot %s: the order is %s", what, status)
+	if status == domain.StatusPending {
+		detail = fmt.Sprintf("cannot %s: the order is still being placed; retry in a moment", what)
+	}
+	return temporal.NewApplicationError(detail, ErrTypeInvalidState, status)
+}
+
+// decide is an update's handler: it takes the decision the validator
+// allowed and answers with the state the order ends in.
+func (o *order) decide(ctx workflow.Context, status domain.Status, reason string) (OrderState, error) {
+	o.choose(status, reason)
+	o.decisions.SendAsync(true)
+	// The order's fate no longer depends on this request: wait for it on a
+	// context an operator's cancel does not end.
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	if err := workflow.Await(dctx, func() bool { return o.done }); err != nil {
+		return o.state, err
+	}
+	return o.state, nil
+}
+
+// choose records the first decision; later ones lose.
+func (o *order) choose(status domain.Status, reason string) {
+	if o.decided == "" {
+		o.decided, o.reason = status, reason
+	}
+}
+
+// awaitDecision waits for a pay or cancel update, the payment timeout or
+// the workflow's cancellation, whichever comes first.
+func (o *order) awaitDecision(ctx workflow.Context, timeout time.Duration) {
+	tctx, stopTimer := workflow.WithCancel(ctx)
+	sel := workflow.NewSelector(ctx)
+	sel.AddReceive(o.decisions, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, nil) })
+	if !o.v1 {
+		// Workflows started before VersionUpdates were paid and cancelled
+		// by signal, and their histories may hold such signals.
+		sel.AddReceive(workflow.GetSignalChannel(ctx, SignalPay), func(c workflow.ReceiveChannel, _ bool) {
+			c.Receive(ctx, nil)
+			o.choose(domain.StatusPaid, "")
+		})
+		sel.AddReceive(workflow.GetSignalChannel(ctx, SignalCancel), func(c workflow.ReceiveChannel, _ bool) {
+			var req CancelRequest
+			c.Receive(ctx, &req)
+			o.choose(domain.StatusCancelled, cmp.Or(req.Reason, "cancelled by buyer"))
+		})
+	}
+	sel.AddFuture(workflow.NewTimer(tctx, timeout), func(f workflow.Future) {
+		// A cancelled workflow cancels the timer too: that is a cancellation.
+		if f.Get(ctx, nil) == nil {
+			o.choose(domain.StatusExpired, "payment timeout")
+		} else {
+			o.choose(domain.StatusCancelled, "order workflow cancelled")
+		}
+	})
+	sel.Select(ctx)
+	stopTimer()
+}
+
+// pay records the decided payment. Once decided, a payment is final: it
+// is recorded on a disconnected context, so an operator cancelling the
+// workflow meanwhile cannot turn it into a compensation.
+func (o *order) pay(ctx workflow.Context) (OrderState, error) {
+	if o.v1 {
+		ctx, _ = workflow.NewDisconnectedContext(ctx)
+	}
+	pctx := workflow.WithActivityOptions(ctx, compensationOptions)
+	if err := workflow.ExecuteActivity(pctx, a.MarkPaid, o.ref).Get(ctx, nil); err != nil {
+		return o.fail(ctx, err, "mark paid")
+	}
+	o.set(ctx, domain.StatusPaid, "")
+	return o.state, nil
 }
 
 // set records a new status: query state, search attribute, memo, buyer.
@@ -235,12 +363,25 @@ func (o *order) fail(ctx workflow.Context, err error, step string) (OrderState, 
 func (o *order) end(ctx workflow.Context, status domain.Status, reason string) (OrderState, error) {
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	cctx := workflow.WithActivityOptions(dctx, compensationOptions)
-	// CancelOrder compensates the last forward step, CreateOrder, so it runs
-	// first. It also writes the row of an order that never got one, so every
-	// admitted order ends in a final status in the database.
+	// FinishOrder compensates the last forward step, CreateOrder, so it
+	// runs first. It also writes the row of an order that never got one, so
+	// every admitted order ends in a final status in the database.
 	finish := activities.FinishInput{Ref: o.ref, Status: status, Reason: reason}
-	if err := workflow.ExecuteActivity(cctx, a.CancelOrder, finish).Get(cctx, nil); err != nil {
-		return o.state, err // unreachable with unlimited retries
+	if !o.v1 {
+		if err := workflow.ExecuteActivity(cctx, a.CancelOrder, finish).Get(cctx, nil); err != nil {
+			return o.state, err // unreachable with unlimited retries
+		}
+	} else {
+		var final domain.Status
+		if err := workflow.ExecuteActivity(cctx, a.FinishOrder, finish).Get(cctx, &final); err != nil {
+			return o.state, err // unreachable with unlimited retries
+		}
+		if final == domain.StatusPaid {
+			// The row says the buyer paid: that sale stands, and its unit
+			// is neither restored nor released.
+			o.set(dctx, domain.StatusPaid, "")
+			return o.state, nil
+		}
 	}
 	for i := len(o.compensations) - 1; i >= 0; i-- {
 		if err := o.compensations[i](cctx); err != nil {

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"io"
@@ -26,6 +27,8 @@ type saga struct {
 	calls    []string
 	notified []domain.Status
 	finished []domain.Status
+	// rowStatus, if set, is the status FinishOrder finds the row in.
+	rowStatus domain.Status
 }
 
 func (s *saga) record(name string) {
@@ -78,15 +81,15 @@ func newEnv(t *testing.T, fail map[string]step) (*testsuite.TestWorkflowEnvironm
 			return behaviour(name)(ctx)
 		})
 	}
-	env.OnActivity("CancelOrder", mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.FinishInput) error {
-		s.record("CancelOrder")
-		if err := behaviour("CancelOrder")(ctx); err != nil {
-			return err
+	env.OnActivity("FinishOrder", mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.FinishInput) (domain.Status, error) {
+		s.record("FinishOrder")
+		if err := behaviour("FinishOrder")(ctx); err != nil {
+			return "", err
 		}
 		s.mu.Lock()
+		defer s.mu.Unlock()
 		s.finished = append(s.finished, in.Status)
-		s.mu.Unlock()
-		return nil
+		return cmp.Or(s.rowStatus, in.Status), nil
 	})
 	env.OnActivity("Notify", mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.NotifyInput) error {
 		s.mu.Lock()
@@ -143,7 +146,7 @@ func TestOrderPaid(t *testing.T) {
 		if err := v.Get(&st); err != nil || st.Status != domain.StatusAwaitingPayment {
 			t.Errorf("status before paying = %+v, %v; want AWAITING_PAYMENT", st, err)
 		}
-		env.SignalWorkflow(SignalPay, nil)
+		update(t, env, UpdatePay, wantState(t, domain.StatusPaid))
 	}, time.Minute)
 	st := run(t, env, OrderInput{Order: testRef})
 	if st.Status != domain.StatusPaid {
@@ -157,7 +160,7 @@ func TestOrderUnhappyEndings(t *testing.T) {
 	cases := []struct {
 		name     string
 		fail     map[string]step
-		signal   string // sent one minute in, if set
+		update   string // sent one minute in, if set
 		cancel   bool   // cancel the workflow one minute in
 		want     domain.Status
 		calls    []string
@@ -167,42 +170,42 @@ func TestOrderUnhappyEndings(t *testing.T) {
 			name:     "deduct stock fails",
 			fail:     map[string]step{"DeductStock": nonRetryable(activities.ErrTypeOutOfStock)},
 			want:     domain.StatusFailed,
-			calls:    []string{"DeductStock", "CancelOrder", "ReleaseReservation"},
+			calls:    []string{"DeductStock", "FinishOrder", "RestoreStock", "ReleaseReservation"},
 			notified: []domain.Status{domain.StatusFailed},
 		},
 		{
 			name:     "create order fails",
 			fail:     map[string]step{"CreateOrder": nonRetryable(activities.ErrTypeInvalidOrder)},
 			want:     domain.StatusFailed,
-			calls:    []string{"DeductStock", "CreateOrder", "CancelOrder", "RestoreStock", "ReleaseReservation"},
+			calls:    []string{"DeductStock", "CreateOrder", "FinishOrder", "RestoreStock", "ReleaseReservation"},
 			notified: []domain.Status{domain.StatusFailed},
 		},
 		{
 			name:     "payment timeout",
 			want:     domain.StatusExpired,
-			calls:    []string{"DeductStock", "CreateOrder", "CancelOrder", "RestoreStock", "ReleaseReservation"},
+			calls:    []string{"DeductStock", "CreateOrder", "FinishOrder", "RestoreStock", "ReleaseReservation"},
 			notified: []domain.Status{domain.StatusAwaitingPayment, domain.StatusExpired},
 		},
 		{
 			name:     "buyer cancels",
-			signal:   SignalCancel,
+			update:   UpdateCancel,
 			want:     domain.StatusCancelled,
-			calls:    []string{"DeductStock", "CreateOrder", "CancelOrder", "RestoreStock", "ReleaseReservation"},
+			calls:    []string{"DeductStock", "CreateOrder", "FinishOrder", "RestoreStock", "ReleaseReservation"},
 			notified: []domain.Status{domain.StatusAwaitingPayment, domain.StatusCancelled},
 		},
 		{
 			name:     "workflow cancelled",
 			cancel:   true,
 			want:     domain.StatusCancelled,
-			calls:    []string{"DeductStock", "CreateOrder", "CancelOrder", "RestoreStock", "ReleaseReservation"},
+			calls:    []string{"DeductStock", "CreateOrder", "FinishOrder", "RestoreStock", "ReleaseReservation"},
 			notified: []domain.Status{domain.StatusAwaitingPayment, domain.StatusCancelled},
 		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			env, s := newEnv(t, tc.fail)
-			if tc.signal != "" {
-				env.RegisterDelayedCallback(func() { env.SignalWorkflow(tc.signal, CancelRequest{}) }, time.Minute)
+			if tc.update != "" {
+				env.RegisterDelayedCallback(func() { update(t, env, tc.update, wantState(t, tc.want), CancelRequest{}) }, time.Minute)
 			}
 			if tc.cancel {
 				env.RegisterDelayedCallback(env.CancelWorkflow, time.Minute)
@@ -224,7 +227,7 @@ func TestOrderUnhappyEndings(t *testing.T) {
 func TestPaymentTimeoutDefault(t *testing.T) {
 	var env *testsuite.TestWorkflowEnvironment
 	var expiredAt time.Time
-	env, _ = newEnv(t, map[string]step{"CancelOrder": func(context.Context) error {
+	env, _ = newEnv(t, map[string]step{"FinishOrder": func(context.Context) error {
 		expiredAt = env.Now()
 		return nil
 	}})
@@ -247,7 +250,9 @@ func TestCompensationRetriesUntilItSucceeds(t *testing.T) {
 		}
 		return nil
 	}})
-	env.RegisterDelayedCallback(func() { env.SignalWorkflow(SignalCancel, CancelRequest{Reason: "changed my mind"}) }, time.Minute)
+	env.RegisterDelayedCallback(func() {
+		update(t, env, UpdateCancel, wantState(t, domain.StatusCancelled), CancelRequest{Reason: "changed my mind"})
+	}, time.Minute)
 	st := run(t, env, OrderInput{Order: testRef})
 	if st.Status != domain.StatusCancelled || st.Reason != "changed my mind" {
 		t.Fatalf("state = %+v, want CANCELLED with the buyer's reason", st)
@@ -269,7 +274,7 @@ func TestInfrastructureErrorsAreRetried(t *testing.T) {
 		}
 		return nil
 	}})
-	env.RegisterDelayedCallback(func() { env.SignalWorkflow(SignalPay, nil) }, time.Minute)
+	env.RegisterDelayedCallback(func() { update(t, env, UpdatePay, wantState(t, domain.StatusPaid)) }, time.Minute)
 	st := run(t, env, OrderInput{Order: testRef})
 	if st.Status != domain.StatusPaid {
 		t.Fatalf("status = %s (%s), want PAID", st.Status, st.Reason)
@@ -284,7 +289,7 @@ func TestInfrastructureErrorsAreRetried(t *testing.T) {
 
 func TestNotifyFailureDoesNotFailTheOrder(t *testing.T) {
 	env, _ := newEnv(t, map[string]step{"Notify": func(context.Context) error { return errors.New("redis down") }})
-	env.RegisterDelayedCallback(func() { env.SignalWorkflow(SignalPay, nil) }, time.Minute)
+	env.RegisterDelayedCallback(func() { update(t, env, UpdatePay, wantState(t, domain.StatusPaid)) }, time.Minute)
 	if st := run(t, env, OrderInput{Order: testRef}); st.Status != domain.StatusPaid {
 		t.Fatalf("status = %s, want PAID", st.Status)
 	}

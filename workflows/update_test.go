@@ -1,0 +1,225 @@
+package workflows
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/seckill/seckill/domain"
+)
+
+// outcome is what one update's caller was told.
+type outcome struct {
+	accepted, completed bool
+	rejected            error
+	state               OrderState
+	err                 error
+}
+
+// expect checks an update's outcome once it has one.
+type expect func(t *testing.T, o outcome)
+
+var updateSeq atomic.Int64
+
+// update sends a pay or cancel update and checks its outcome.
+func update(t *testing.T, env *testsuite.TestWorkflowEnvironment, name string, check expect, args ...any) {
+	t.Helper()
+	var o outcome
+	id := name + "-" + time.Duration(updateSeq.Add(1)).String()
+	env.UpdateWorkflow(name, id, &testsuite.TestUpdateCallback{
+		OnAccept: func() { o.accepted = true },
+		OnReject: func(err error) { o.rejected = err; check(t, o) },
+		OnComplete: func(v any, err error) {
+			o.completed, o.err = true, err
+			if err == nil {
+				if dv, ok := v.(converter.EncodedValue); ok {
+					o.err = dv.Get(&o.state)
+				} else if st, ok := v.(OrderState); ok {
+					o.state = st
+				}
+			}
+			check(t, o)
+		},
+	}, args...)
+}
+
+// seen records that an outcome arrived before checking it, so a test can
+// tell a check that passed from one that never ran.
+func seen(flag *bool, check expect) expect {
+	return func(t *testing.T, o outcome) { *flag = true; check(t, o) }
+}
+
+// wantState expects the update to be accepted and to answer status.
+func wantState(t *testing.T, status domain.Status) expect {
+	return func(t *testing.T, o outcome) {
+		t.Helper()
+		if o.rejected != nil || o.err != nil || !o.accepted || o.state.Status != status {
+			t.Errorf("update outcome = %+v, want accepted and %s", o, status)
+		}
+	}
+}
+
+// wantRejected expects the validator to refuse the update, naming status.
+func wantRejected(t *testing.T, status domain.Status) expect {
+	return func(t *testing.T, o outcome) {
+		t.Helper()
+		var app *temporal.ApplicationError
+		if o.accepted || !errors.As(o.rejected, &app) || app.Type() != ErrTypeInvalidState {
+			t.Errorf("update outcome = %+v, want rejected as %s", o, ErrTypeInvalidState)
+			return
+		}
+		var got domain.Status
+		if err := app.Details(&got); err != nil || got != status {
+			t.Errorf("rejection names %q (%v), want %s", got, err, status)
+		}
+	}
+}
+
+// A pay that arrives after the payment timer fired (while the expiry is
+// being carried out) is refused with EXPIRED, not answered with success.
+func TestPayAfterExpiryIsRejected(t *testing.T) {
+	var env *testsuite.TestWorkflowEnvironment
+	var sent, answered bool
+	env, s := newEnv(t, map[string]step{"RestoreStock": func(context.Context) error {
+		if !sent {
+			sent = true
+			env.RegisterDelayedCallback(func() { update(t, env, UpdatePay, seen(&answered, wantRejected(t, domain.StatusExpired))) }, 0)
+		}
+		return nil
+	}})
+	st := run(t, env, OrderInput{Order: testRef, PaymentTimeout: 10 * time.Minute})
+	if st.Status != domain.StatusExpired || s.ran("MarkPaid") != 0 {
+		t.Fatalf("status = %s, MarkPaid ran %d times; want EXPIRED, 0", st.Status, s.ran("MarkPaid"))
+	}
+	if !answered {
+		t.Fatal("the pay was never answered")
+	}
+}
+
+func TestCancelAfterPayIsRejected(t *testing.T) {
+	env, s := newEnv(t, nil)
+	env.RegisterDelayedCallback(func() {
+		update(t, env, UpdatePay, wantState(t, domain.StatusPaid))
+		update(t, env, UpdateCancel, wantRejected(t, domain.StatusPaid), CancelRequest{})
+	}, time.Minute)
+	if st := run(t, env, OrderInput{Order: testRef}); st.Status != domain.StatusPaid {
+		t.Fatalf("status = %s, want PAID", st.Status)
+	}
+	if n := s.ran("RestoreStock") + s.ran("ReleaseReservation"); n != 0 {
+		t.Fatalf("a paid order ran %d compensations", n)
+	}
+}
+
+func TestPayAfterCancelIsRejected(t *testing.T) {
+	env, s := newEnv(t, nil)
+	env.RegisterDelayedCallback(func() {
+		update(t, env, UpdateCancel, wantState(t, domain.StatusCancelled), CancelRequest{})
+		update(t, env, UpdatePay, wantRejected(t, domain.StatusCancelled))
+	}, time.Minute)
+	if st := run(t, env, OrderInput{Order: testRef}); st.Status != domain.StatusCancelled {
+		t.Fatalf("status = %s, want CANCELLED", st.Status)
+	}
+	if s.ran("MarkPaid") != 0 {
+		t.Fatal("a rejected pay was recorded")
+	}
+}
+
+func TestPayBeforeTheOrderIsPlacedIsRejected(t *testing.T) {
+	var env *testsuite.TestWorkflowEnvironment
+	var sent, answered bool
+	env, _ = newEnv(t, map[string]step{"CreateOrder": func(context.Context) error {
+		if !sent {
+			// Fail once: the pay arrives while the retry waits.
+			sent = true
+			env.RegisterDelayedCallback(func() { update(t, env, UpdatePay, seen(&answered, wantRejected(t, domain.StatusPending))) }, 0)
+			return errors.New("connection reset")
+		}
+		return nil
+	}})
+	env.RegisterDelayedCallback(func() { update(t, env, UpdatePay, wantState(t, domain.StatusPaid)) }, time.Minute)
+	if st := run(t, env, OrderInput{Order: testRef}); st.Status != domain.StatusPaid {
+		t.Fatalf("status = %s, want PAID", st.Status)
+	}
+	if !answered {
+		t.Fatal("the early pay was never answered")
+	}
+}
+
+// An operator cancelling the workflow right after a payment was accepted
+// does not undo it: the payment is recorded and nothing is compensated.
+func TestOperatorCancelAfterPayKeepsThePayment(t *testing.T) {
+	var env *testsuite.TestWorkflowEnvironment
+	env, s := newEnv(t, map[string]step{"MarkPaid": func(context.Context) error {
+		env.CancelWorkflow()
+		return nil
+	}})
+	env.RegisterDelayedCallback(func() { update(t, env, UpdatePay, wantState(t, domain.StatusPaid)) }, time.Minute)
+	env.ExecuteWorkflow(OrderWorkflow, OrderInput{Order: testRef})
+	var st OrderState
+	if err := env.GetWorkflowResult(&st); err != nil || st.Status != domain.StatusPaid {
+		t.Fatalf("result = %+v, %v; want PAID", st, err)
+	}
+	if n := s.ran("RestoreStock") + s.ran("ReleaseReservation") + s.ran("FinishOrder"); n != 0 {
+		t.Fatalf("a paid order ran %d compensation steps", n)
+	}
+	equal(t, "notified", s.notified, []domain.Status{domain.StatusAwaitingPayment, domain.StatusPaid})
+}
+
+// An ending that finds the row already PAID keeps the sale: no restore, no
+// release, and the buyer is told PAID.
+func TestEndingNeverCompensatesAPaidRow(t *testing.T) {
+	env, s := newEnv(t, nil)
+	s.rowStatus = domain.StatusPaid
+	st := run(t, env, OrderInput{Order: testRef, PaymentTimeout: time.Minute})
+	if st.Status != domain.StatusPaid {
+		t.Fatalf("status = %s, want PAID", st.Status)
+	}
+	equal(t, "calls", s.calls, []string{"DeductStock", "CreateOrder", "FinishOrder"})
+}
+
+// A deduction cancelled in flight may still commit, so its restore runs
+// in the ending even though DeductStock never reported success.
+func TestCancelledDeductionIsStillRestored(t *testing.T) {
+	env, s := newEnv(t, map[string]step{"DeductStock": func(context.Context) error { return temporal.NewCanceledError() }})
+	st := run(t, env, OrderInput{Order: testRef})
+	if st.Status != domain.StatusCancelled {
+		t.Fatalf("status = %s (%s), want CANCELLED", st.Status, st.Reason)
+	}
+	equal(t, "calls", s.calls, []string{"DeductStock", "FinishOrder", "RestoreStock", "ReleaseReservation"})
+}
+
+// Pay and cancel sent together: exactly one decides, the other is refused
+// with the status the first chose.
+func TestPayAndCancelTogetherDecideOnce(t *testing.T) {
+	env, s := newEnv(t, nil)
+	var payOK, cancelOK, refused int
+	count := func(ok *int) expect {
+		return func(t *testing.T, o outcome) {
+			switch {
+			case o.accepted && o.err == nil:
+				*ok++
+			case o.rejected != nil:
+				refused++
+			default:
+				t.Errorf("unexpected outcome %+v", o)
+			}
+		}
+	}
+	env.RegisterDelayedCallback(func() {
+		update(t, env, UpdatePay, count(&payOK))
+		update(t, env, UpdateCancel, count(&cancelOK), CancelRequest{})
+	}, time.Minute)
+	st := run(t, env, OrderInput{Order: testRef})
+	if payOK+cancelOK != 1 || refused != 1 {
+		t.Fatalf("pay ok %d, cancel ok %d, refused %d; want one decision and one refusal", payOK, cancelOK, refused)
+	}
+	if (payOK == 1) != (st.Status == domain.StatusPaid) || (s.ran("MarkPaid") == 1) != (payOK == 1) {
+		t.Fatalf("final %s does not match the accepted update (pay ok %d)", st.Status, payOK)
+	}
+}
