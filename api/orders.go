@@ -11,6 +11,8 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/go-redis/redis_rate/v10"
 	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/domain"
@@ -102,21 +104,21 @@ func (s *Server) registerOrders() {
 	huma.Register(s.api, huma.Operation{
 		OperationID: "pay-order", Method: http.MethodPost, Path: "/v1/orders/{id}/pay",
 		Summary:     "Pay an order awaiting payment",
-		Description: "Answers 200 with the order once the payment is recorded, or 202 if the workflow has not recorded it within a few seconds (it will).",
+		Description: "Answers 200 with the order once the payment is recorded, or 202 if the order's workflow accepted the payment but has not recorded it within a few seconds (it will: an accepted payment is final). A payment the order's state does not allow (it expired, was cancelled, or is still being placed) answers 409 INVALID_STATE with the order's status in `order_status`.",
 		Tags:        []string{"orders"}, Security: bearer, MaxBodyBytes: 1 << 10,
 		Errors: []int{401, 404, 409, 422, 503},
 	}, func(ctx context.Context, in *orderIDPath) (*orderOutput, error) {
-		return s.transition(ctx, userFrom(ctx), in.ID, workflows.SignalPay, nil, domain.StatusPaid)
+		return s.transition(ctx, userFrom(ctx), in.ID, workflows.UpdatePay, nil, domain.StatusPaid)
 	})
 
 	huma.Register(s.api, huma.Operation{
 		OperationID: "cancel-order", Method: http.MethodPost, Path: "/v1/orders/{id}/cancel",
 		Summary:     "Cancel an order awaiting payment",
-		Description: "The unit goes back on sale. Answers 200 once cancelled, or 202 if the workflow has not recorded it within a few seconds (it will).",
+		Description: "The unit goes back on sale. Answers 200 once cancelled, or 202 if the order's workflow accepted the cancel but has not recorded it within a few seconds (it will). A cancel the order's state does not allow (it was paid, expired, or is still being placed) answers 409 INVALID_STATE with the order's status in `order_status`.",
 		Tags:        []string{"orders"}, Security: bearer, MaxBodyBytes: 1 << 10,
 		Errors: []int{401, 404, 409, 422, 503},
 	}, func(ctx context.Context, in *orderIDPath) (*orderOutput, error) {
-		return s.transition(ctx, userFrom(ctx), in.ID, workflows.SignalCancel, workflows.CancelRequest{Reason: "cancelled by buyer"}, domain.StatusCancelled)
+		return s.transition(ctx, userFrom(ctx), in.ID, workflows.UpdateCancel, []any{workflows.CancelRequest{Reason: "cancelled by buyer"}}, domain.StatusCancelled)
 	})
 }
 
@@ -263,9 +265,12 @@ func (s *Server) pendingOf(ctx context.Context, userID string) ([]Order, error) 
 	return out, nil
 }
 
-// transition asks an order's workflow to pay or cancel, then waits briefly
-// for the order row to show the result.
-func (s *Server) transition(ctx context.Context, user auth.User, id int64, signal string, arg any, want domain.Status) (*orderOutput, error) {
+// transition asks an order's workflow to pay or cancel (a Temporal update)
+// and answers with what happened: 200 with the order when the transition
+// the caller asked for took place, 409 INVALID_STATE with the order's real
+// status when it did not, and 202 when the workflow accepted it but has not
+// recorded it within PayWait (it will: an accepted decision is final).
+func (s *Server) transition(ctx context.Context, user auth.User, id int64, update string, args []any, want domain.Status) (*orderOutput, error) {
 	o, err := s.order(ctx, user, id)
 	if err == nil && o.UserID != user.ID {
 		err = domain.ErrNotFound // admins read any order but pay or cancel only their own
@@ -273,39 +278,88 @@ func (s *Server) transition(ctx context.Context, user auth.User, id int64, signa
 	if err != nil {
 		return nil, toHTTP(ctx, err)
 	}
-	switch {
-	case o.Status == want:
-		return &orderOutput{Status: http.StatusOK, Body: o}, nil // repeated request
-	case o.Status == domain.StatusPending:
-		return nil, toHTTP(ctx, fmt.Errorf("%w: the order is still being placed; retry in a moment", domain.ErrConflict))
-	case o.Status != domain.StatusAwaitingPayment:
-		return nil, toHTTP(ctx, fmt.Errorf("%w: order is %s", domain.ErrConflict, o.Status))
+	switch o.Status {
+	case want:
+		return &orderOutput{Status: http.StatusOK, Body: o}, nil // a repeated request
+	case domain.StatusAwaitingPayment:
+	default:
+		return nil, toHTTP(ctx, stateError(update, o.Status))
 	}
-	if err := s.deps.Temporal.SignalWorkflow(ctx, o.WorkflowID, "", signal, arg); err != nil {
-		var nf *serviceerror.NotFound
-		if errors.As(err, &nf) {
-			return nil, toHTTP(ctx, fmt.Errorf("%w: the order's workflow has ended", domain.ErrConflict))
+	// The update id is the transition's name: a retried or concurrent
+	// request for the same transition joins the first one's outcome.
+	h, err := s.deps.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID: o.WorkflowID, UpdateID: update, UpdateName: update, Args: args,
+		WaitForStage: client.WorkflowUpdateStageAccepted,
+	})
+	var st workflows.OrderState
+	if err == nil {
+		wctx, cancel := context.WithTimeout(ctx, s.cfg.PayWait)
+		err = h.Get(wctx, &st)
+		cancel()
+		if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			return s.answer(ctx, id, want, http.StatusAccepted)
 		}
+	}
+	if err != nil {
+		return s.refused(ctx, id, update, want, err)
+	}
+	if st.Status != want {
+		return nil, toHTTP(ctx, stateError(update, st.Status))
+	}
+	return s.answer(ctx, id, want, http.StatusOK)
+}
+
+// refused turns an update that did not run into the answer: the order's
+// real status, read from the refusal or, once the workflow has ended, from
+// its row.
+func (s *Server) refused(ctx context.Context, id int64, update string, want domain.Status, err error) (*orderOutput, error) {
+	var (
+		app *temporal.ApplicationError
+		nf  *serviceerror.NotFound
+	)
+	switch {
+	case errors.As(err, &app) && app.Type() == workflows.ErrTypeInvalidState:
+		var status domain.Status
+		if derr := app.Details(&status); derr != nil {
+			return nil, toHTTP(ctx, fmt.Errorf("decode refusal of %s: %w", update, derr))
+		}
+		if status == want {
+			// Decided by an earlier request of the same kind.
+			return s.answer(ctx, id, want, http.StatusOK)
+		}
+		return nil, toHTTP(ctx, stateError(update, status))
+	case errors.As(err, &nf):
+		// The workflow has ended; its row says how.
+		return s.answer(ctx, id, want, http.StatusOK)
+	}
+	return nil, toHTTP(ctx, unavailable(err))
+}
+
+// answer reads the order's row once the transition is decided: code if the
+// row shows want, 202 if it is decided but not yet recorded, else 409 with
+// the row's status.
+func (s *Server) answer(ctx context.Context, id int64, want domain.Status, code int) (*orderOutput, error) {
+	row, err := s.deps.Store.Order(ctx, id)
+	if err != nil {
 		return nil, toHTTP(ctx, unavailable(err))
 	}
-	deadline := time.Now().Add(s.cfg.PayWait)
-	for wait := 20 * time.Millisecond; ; wait = min(2*wait, 250*time.Millisecond) {
-		row, err := s.deps.Store.Order(ctx, id)
-		if err != nil {
-			return nil, toHTTP(ctx, unavailable(err))
-		}
-		if domain.Status(row.Status) != domain.StatusAwaitingPayment {
-			return &orderOutput{Status: http.StatusOK, Body: orderView(row)}, nil
-		}
-		if time.Now().After(deadline) {
-			return &orderOutput{Status: http.StatusAccepted, Body: orderView(row)}, nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil, toHTTP(ctx, ctx.Err())
-		case <-time.After(wait):
-		}
+	switch status := domain.Status(row.Status); {
+	case status == want:
+		return &orderOutput{Status: code, Body: orderView(row)}, nil
+	case status == domain.StatusAwaitingPayment:
+		return &orderOutput{Status: http.StatusAccepted, Body: orderView(row)}, nil
+	default:
+		return nil, toHTTP(ctx, stateError("change", status))
 	}
+}
+
+// stateError says why a transition was refused, with the order's status.
+func stateError(what string, status domain.Status) error {
+	detail := fmt.Sprintf("cannot %s: the order is %s", what, status)
+	if status == domain.StatusPending {
+		detail = fmt.Sprintf("cannot %s yet: the order is still being placed; retry in a moment", what)
+	}
+	return &domain.StateError{Status: status, Detail: detail}
 }
 
 func orderView(o *ent.Order) Order {

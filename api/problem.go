@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -21,6 +20,8 @@ type Problem struct {
 	huma.ErrorModel
 	Code    string `json:"code" doc:"Stable machine-readable error code." example:"SOLD_OUT"`
 	OrderID string `json:"order_id,omitempty" doc:"With ALREADY_PURCHASED: the buyer's existing order."`
+	// OrderStatus is named so because `status` is the HTTP status (RFC 9457).
+	OrderStatus domain.Status `json:"order_status,omitempty" doc:"With INVALID_STATE: the order's actual status (for a pay that lost to the timer, EXPIRED)." enum:"PENDING,AWAITING_PAYMENT,PAID,CANCELLED,EXPIRED,FAILED"`
 }
 
 // Error codes.
@@ -122,6 +123,7 @@ func toHTTP(ctx context.Context, err error) error {
 func problemFor(err error) *Problem {
 	var (
 		already *domain.AlreadyPurchasedError
+		state   *domain.StateError
 		written *Problem
 	)
 	switch {
@@ -141,22 +143,16 @@ func problemFor(err error) *Problem {
 		return problem(http.StatusNotFound, CodeNotFound, "no such sale")
 	case errors.Is(err, domain.ErrNotFound):
 		return problem(http.StatusNotFound, CodeNotFound, "no such order")
+	case errors.As(err, &state):
+		p := problem(http.StatusConflict, CodeInvalidState, state.Detail)
+		p.OrderStatus = state.Status
+		return p
 	case errors.Is(err, domain.ErrConflict):
-		return problem(http.StatusConflict, CodeInvalidState, conflictDetail(err))
+		return problem(http.StatusConflict, CodeInvalidState, "the order's status does not allow this")
 	case errors.Is(err, domain.ErrUnavailable), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return problem(http.StatusServiceUnavailable, CodeUnavailable, "a backing service is unavailable; nothing was changed")
 	}
 	return problem(http.StatusInternalServerError, CodeInternal, "internal error")
-}
-
-// conflictDetail keeps the message our own code wrote ("order is PAID")
-// and nothing from below it.
-func conflictDetail(err error) string {
-	msg := err.Error()
-	if i := strings.Index(msg, domain.ErrConflict.Error()+": "); i >= 0 {
-		return msg[i+len(domain.ErrConflict.Error())+2:]
-	}
-	return "the order's status does not allow this"
 }
 
 // writeProblem writes p outside huma (the websocket handshake).
