@@ -11,6 +11,7 @@ import (
 type metrics struct {
 	purchases *prometheus.CounterVec
 	admission prometheus.Histogram
+	unfenced  prometheus.Counter
 }
 
 func newMetrics(reg *prometheus.Registry, s *Server) *metrics {
@@ -24,8 +25,12 @@ func newMetrics(reg *prometheus.Registry, s *Server) *metrics {
 			Help:    "Time to answer a purchase request, from handler entry to answer.",
 			Buckets: []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .25, .5, 1, 2.5},
 		}),
+		unfenced: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "seckill_orderid_unfenced_total",
+			Help: "Purchases answered 503 because this instance could not confirm its order-id node lease (it does not mint ids another instance may mint).",
+		}),
 	}
-	reg.MustRegister(m.purchases, m.admission,
+	reg.MustRegister(m.purchases, m.admission, m.unfenced,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "seckill_websocket_connections", Help: "Open result websockets on this instance.",
 		}, func() float64 { return float64(s.hub.Connections()) }),

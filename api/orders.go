@@ -136,7 +136,11 @@ func (s *Server) purchase(ctx context.Context, user auth.User, saleID int64, ide
 	if err := s.allow(ctx, "sale:"+strconv.FormatInt(saleID, 10), s.cfg.SaleRate); err != nil {
 		return 0, err
 	}
-	id, err := s.deps.Stock.Reserve(ctx, saleID, user.ID, s.deps.IDs.Next(), idemKey)
+	minted, err := s.mint()
+	if err != nil {
+		return 0, err
+	}
+	id, err := s.deps.Stock.Reserve(ctx, saleID, user.ID, minted, idemKey)
 	if errors.Is(err, domain.ErrUnknownSale) {
 		// Redis does not know the sale: never warmed, or Redis lost it.
 		// Load it from the database, which knows.
@@ -147,7 +151,7 @@ func (s *Server) purchase(ctx context.Context, user auth.User, saleID int64, ide
 		if werr := s.warmSale(ctx, sl); werr != nil {
 			return 0, unavailable(werr)
 		}
-		id, err = s.deps.Stock.Reserve(ctx, saleID, user.ID, s.deps.IDs.Next(), idemKey)
+		id, err = s.deps.Stock.Reserve(ctx, saleID, user.ID, minted, idemKey)
 	}
 	var already *domain.AlreadyPurchasedError
 	switch {
@@ -160,6 +164,18 @@ func (s *Server) purchase(ctx context.Context, user auth.User, saleID int64, ide
 		return 0, err
 	}
 	return 0, unavailable(err)
+}
+
+// mint returns a fresh order id, or 503 when this instance cannot confirm
+// its order-id node lease (orderid.ErrUnfenced): better no purchase than an
+// id another instance may also mint.
+func (s *Server) mint() (int64, error) {
+	id, err := s.deps.IDs.Next()
+	if err != nil {
+		s.metrics.unfenced.Inc()
+		return 0, unavailable(err)
+	}
+	return id, nil
 }
 
 func (s *Server) allow(ctx context.Context, key string, perSecond int) error {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/big"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -20,13 +21,21 @@ var ErrNoFreeNode = errors.New("orderid: all node ids are leased")
 // the background; Close gives it back.
 type Lease struct {
 	rdb    redis.UniversalClient
-	key    string
 	token  string
-	node   int
 	ttl    time.Duration
 	cancel context.CancelFunc
 	done   chan struct{}
+
+	// node is the leased node id and until the Unix millisecond up to
+	// which the lease is confirmed; both change together under mu.
+	mu    sync.Mutex
+	node  int
+	until int64
 }
+
+// margin is taken off every confirmation, for clocks that run at slightly
+// different rates here and on the Redis server.
+func (l *Lease) margin() time.Duration { return l.ttl / 10 }
 
 func nodeKey(node int) string { return fmt.Sprintf("seckill:orderid:node:%d", node) }
 
@@ -47,31 +56,60 @@ func LeaseNode(ctx context.Context, rdb redis.UniversalClient, ttl time.Duration
 	if _, err := rand.Read(b[:]); err != nil {
 		return nil, err
 	}
-	token := hex.EncodeToString(b[:])
+	lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	l := &Lease{rdb: rdb, token: hex.EncodeToString(b[:]), ttl: ttl, cancel: cancel, done: make(chan struct{})}
+	if err := l.acquire(ctx); err != nil {
+		cancel()
+		return nil, err
+	}
+	go l.renew(lctx)
+	return l, nil
+}
+
+// acquire takes a free node id, starting at a random one.
+func (l *Lease) acquire(ctx context.Context) error {
 	startN, err := rand.Int(rand.Reader, big.NewInt(MaxNodes))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	start := int(startN.Int64())
 	for i := range MaxNodes {
 		node := (start + i) % MaxNodes
-		ok, err := rdb.SetNX(ctx, nodeKey(node), token, ttl).Result()
+		sent := time.Now()
+		ok, err := l.rdb.SetNX(ctx, nodeKey(node), l.token, l.ttl).Result()
 		if err != nil {
-			return nil, fmt.Errorf("lease order id node: %w", err)
+			return fmt.Errorf("lease order id node: %w", err)
 		}
-		if !ok {
-			continue
+		if ok {
+			l.confirm(node, sent)
+			return nil
 		}
-		lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-		l := &Lease{rdb: rdb, key: nodeKey(node), token: token, node: node, ttl: ttl, cancel: cancel, done: make(chan struct{})}
-		go l.renew(lctx)
-		return l, nil
 	}
-	return nil, ErrNoFreeNode
+	return ErrNoFreeNode
+}
+
+// confirm records that node is ours for ttl from sent, the moment the
+// command that confirmed it was sent (Redis runs it later, so its expiry
+// is later still).
+func (l *Lease) confirm(node int, sent time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.node, l.until = node, sent.Add(l.ttl-l.margin()).UnixMilli()
+}
+
+// confirmed returns the node and the Unix millisecond up to which ids may
+// be minted under it.
+func (l *Lease) confirmed() (int, int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.node, l.until
 }
 
 // Node is the leased node id.
-func (l *Lease) Node() int { return l.node }
+func (l *Lease) Node() int {
+	node, _ := l.confirmed()
+	return node
+}
 
 func (l *Lease) renew(ctx context.Context) {
 	defer close(l.done)
@@ -82,15 +120,24 @@ func (l *Lease) renew(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			held, err := renewScript.Run(ctx, l.rdb, []string{l.key}, l.token, l.ttl.Milliseconds()).Int()
+			node, _ := l.confirmed()
+			sent := time.Now()
+			held, err := renewScript.Run(ctx, l.rdb, []string{nodeKey(node)}, l.token, l.ttl.Milliseconds()).Int()
 			switch {
-			case err != nil && ctx.Err() == nil:
-				slog.Warn("order id lease renewal failed", "node", l.node, "err", err)
-			case err == nil && held == 0:
-				// Someone else took the node after our lease lapsed. Ids stay
-				// unique only while this process stops minting, which it
-				// cannot do on its own: make it loud.
-				slog.Error("order id node lease lost to another process", "node", l.node)
+			case err != nil:
+				// Minting stops by itself once the last confirmation runs out.
+				if ctx.Err() == nil {
+					slog.Warn("order id lease renewal failed", "node", node, "err", err)
+				}
+			case held == 1:
+				l.confirm(node, sent)
+			default:
+				// Another process took the node after our lease lapsed; the
+				// fence already stopped minting. Move to a free node.
+				slog.Error("order id node lease lost to another process; taking a new node", "node", node)
+				if err := l.acquire(ctx); err != nil && ctx.Err() == nil {
+					slog.Error("order id lease: no new node", "err", err)
+				}
 			}
 		}
 	}
@@ -100,6 +147,7 @@ func (l *Lease) renew(ctx context.Context) {
 func (l *Lease) Close(ctx context.Context) error {
 	l.cancel()
 	<-l.done
+	node, _ := l.confirmed()
 	return redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`).
-		Run(ctx, l.rdb, []string{l.key}, l.token).Err()
+		Run(ctx, l.rdb, []string{nodeKey(node)}, l.token).Err()
 }

@@ -8,6 +8,8 @@
 package orderid
 
 import (
+	"errors"
+	"math"
 	"sync"
 	"time"
 )
@@ -23,17 +25,24 @@ const (
 // epoch is 2025-01-01T00:00:00Z in Unix milliseconds.
 const epoch int64 = 1735689600000
 
+// ErrUnfenced is returned by Next when the generator's node lease is not
+// confirmed for the current time: minting now could repeat an id that the
+// node's next holder mints. Nothing was minted; the caller answers 503.
+var ErrUnfenced = errors.New("orderid: node lease not confirmed; not minting")
+
 // Generator mints ids for one node. It is safe for concurrent use.
 type Generator struct {
-	node int64
-	now  func() time.Time
+	node  int64
+	lease *Lease // nil: the node is the caller's to guarantee (tests, one process)
+	now   func() time.Time
 
 	mu     sync.Mutex
 	lastMs int64
 	seq    int64
 }
 
-// New returns a generator for node (0 ≤ node < MaxNodes).
+// New returns a generator for node (0 ≤ node < MaxNodes) that trusts the
+// caller to be the node's only user.
 func New(node int) *Generator {
 	if node < 0 || node >= MaxNodes {
 		panic("orderid: node out of range")
@@ -41,26 +50,43 @@ func New(node int) *Generator {
 	return &Generator{node: int64(node), now: time.Now}
 }
 
+// Leased returns a generator that mints under lease's node, and only for
+// milliseconds the lease is confirmed to cover.
+//
+// That is the fence: a node's next holder can only take it after the key
+// expired in Redis, which is after the time up to which this process last
+// confirmed it, so the two never mint in the same millisecond. After a
+// pause longer than the lease (a stopped VM, a long GC), Next refuses
+// until a renewal confirms the node again, or the lease moves to a new
+// node.
+func Leased(lease *Lease) *Generator {
+	return &Generator{lease: lease, now: time.Now}
+}
+
 // Next returns a new id, greater than every id this generator returned
-// before. If the wall clock steps back, it keeps counting from the last
-// millisecond it used instead of repeating ids.
-func (g *Generator) Next() int64 {
+// before, or ErrUnfenced. If the wall clock steps back, it keeps counting
+// from the last millisecond it used instead of repeating ids.
+func (g *Generator) Next() (int64, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	ms := g.now().UnixMilli() - epoch
-	if ms <= g.lastMs {
-		ms = g.lastMs
-		g.seq++
-		if g.seq > maxSeq {
-			// 4096 ids in one millisecond: borrow the next millisecond.
-			ms++
-			g.seq = 0
-		}
-	} else {
-		g.seq = 0
+	node, until := g.node, int64(math.MaxInt64)
+	if g.lease != nil {
+		n, u := g.lease.confirmed()
+		node, until = int64(n), u
 	}
-	g.lastMs = ms
-	return ms<<(nodeBits+seqBits) | g.node<<seqBits | g.seq
+	ms, seq := g.now().UnixMilli()-epoch, int64(0)
+	if ms <= g.lastMs {
+		ms, seq = g.lastMs, g.seq+1
+		if seq > maxSeq {
+			// 4096 ids in one millisecond: borrow the next millisecond.
+			ms, seq = ms+1, 0
+		}
+	}
+	if ms+epoch >= until {
+		return 0, ErrUnfenced
+	}
+	g.lastMs, g.seq = ms, seq
+	return ms<<(nodeBits+seqBits) | node<<seqBits | seq, nil
 }
 
 // Time returns when id was minted (to the millisecond).

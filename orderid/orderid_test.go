@@ -2,6 +2,7 @@ package orderid
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -10,11 +11,20 @@ import (
 	"github.com/seckill/seckill/internal/testenv"
 )
 
+func mustNext(t *testing.T, g *Generator) int64 {
+	t.Helper()
+	id, err := g.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
 func TestIDsAreUniqueAndOrdered(t *testing.T) {
 	g := New(5)
 	var prev int64
 	for range 100_000 {
-		id := g.Next()
+		id := mustNext(t, g)
 		if id <= prev {
 			t.Fatalf("id %d after %d: not increasing", id, prev)
 		}
@@ -32,9 +42,9 @@ func TestIDsSurviveAClockStepBack(t *testing.T) {
 	g := New(1)
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	g.now = func() time.Time { return now }
-	a := g.Next()
+	a := mustNext(t, g)
 	now = now.Add(-time.Second)
-	if b := g.Next(); b <= a {
+	if b := mustNext(t, g); b <= a {
 		t.Fatalf("after the clock stepped back: %d <= %d", b, a)
 	}
 }
@@ -48,7 +58,12 @@ func TestIDsUniqueAcrossGoroutinesAndNodes(t *testing.T) {
 		wg.Go(func() {
 			local := make([]int64, 0, 10_000)
 			for range 10_000 {
-				local = append(local, gens[i%2].Next())
+				id, err := gens[i%2].Next()
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				local = append(local, id)
 			}
 			mu.Lock()
 			defer mu.Unlock()
@@ -98,4 +113,60 @@ func TestLeaseGivesDistinctNodes(t *testing.T) {
 		return nil
 	})
 	_ = b.Close(ctx)
+}
+
+// A leased generator mints only for milliseconds its lease is confirmed to
+// cover: after a pause longer than the lease it refuses instead of risking
+// an id the node's next holder also mints.
+func TestLeasedGeneratorRefusesPastItsLease(t *testing.T) {
+	rdb, _ := testenv.Redis(t)
+	ctx := context.Background()
+	l, err := LeaseNode(ctx, rdb, 3*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close(ctx)
+	g := Leased(l)
+	id := mustNext(t, g)
+	if Node(id) != l.Node() {
+		t.Fatalf("id's node = %d, want the leased %d", Node(id), l.Node())
+	}
+	// The process wakes up after the lease's term (a long pause): the
+	// renewal has not confirmed the node again yet.
+	g.now = func() time.Time { return time.Now().Add(3 * time.Second) }
+	if _, err := g.Next(); !errors.Is(err, ErrUnfenced) {
+		t.Fatalf("minting past the lease: %v, want ErrUnfenced", err)
+	}
+	g.now = time.Now
+	if next := mustNext(t, g); next <= id {
+		t.Fatalf("after a refusal: %d <= %d", next, id)
+	}
+}
+
+// A lease whose node another process took (it lapsed during a pause) moves
+// to a free node, so minting resumes under a node nobody else holds.
+func TestLostLeaseMovesToAFreeNode(t *testing.T) {
+	rdb, _ := testenv.Redis(t)
+	ctx := context.Background()
+	l, err := LeaseNode(ctx, rdb, 600*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close(ctx)
+	lost := l.Node()
+	if err := rdb.Set(ctx, nodeKey(lost), "another-process", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 5*time.Second, func() error {
+		if l.Node() == lost {
+			return fmt.Errorf("still on node %d", lost)
+		}
+		return nil
+	})
+	if got := rdb.Get(ctx, nodeKey(lost)).Val(); got != "another-process" {
+		t.Fatalf("the other process's node was taken back: %q", got)
+	}
+	if id := mustNext(t, Leased(l)); Node(id) == lost {
+		t.Fatalf("minted under the lost node %d", lost)
+	}
 }

@@ -33,7 +33,11 @@ func admitB(t testing.TB, st *stock.Stock, sale int64, n int) {
 	}
 	ids := orderid.New(3)
 	for i := range n {
-		if _, err := st.Reserve(ctx, sale, fmt.Sprintf("buyer-%d", i), ids.Next(), ""); err != nil {
+		id, err := ids.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Reserve(ctx, sale, fmt.Sprintf("buyer-%d", i), id, ""); err != nil {
 			t.Fatal(err)
 		}
 	}

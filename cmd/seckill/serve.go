@@ -108,7 +108,7 @@ func startAPI(ctx context.Context, d *deps, signer *auth.Signer, cfg api.Config)
 		return nil, nil, fmt.Errorf("lease an order id node: %w", err)
 	}
 	srv := api.New(cfg, api.Deps{
-		Store: d.store, Stock: d.stock, Temporal: d.temporal, Signer: signer, IDs: orderid.New(lease.Node()),
+		Store: d.store, Stock: d.stock, Temporal: d.temporal, Signer: signer, IDs: orderid.Leased(lease),
 		Registry: d.registry,
 	})
 	bctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
