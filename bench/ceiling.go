@@ -32,7 +32,7 @@ func RedisCeiling(opts *redis.Options, db int) func(ctx context.Context, users, 
 		keys := stock.KeysFor(sale)
 		defer func() {
 			cctx := context.WithoutCancel(ctx)
-			rdb.Del(cctx, keys.Meta, keys.Stock, keys.Buyers, keys.Intents, keys.Idem)
+			rdb.Del(cctx, keys.All()...)
 			rdb.SRem(cctx, stock.SalesKey, sale)
 		}()
 		if _, err := st.Warm(ctx, stock.Sale{ID: sale, PriceCents: 100, Remaining: units,

@@ -12,13 +12,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/ent/order"
+	"github.com/seckill/seckill/ent"
 	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
 )
@@ -28,12 +25,18 @@ type Report struct {
 	SaleID           int64
 	Rebuilt          bool // Redis did not know the sale; loaded from the database
 	BuyersRestored   int  // live orders Redis did not hold a buyer entry for
+	BuyersRefused    int  // entries not restored: their order had been released in Redis
 	StaleReleased    int  // ended orders whose Redis reservation was still held
 	RemainingFixed   bool // Redis remaining set to the database stock
 	RemainingWas     int
 	RemainingNow     int
 	SkippedInFlight  int // orders admitted but not yet in the database: remaining left alone
 	ReleaseGraceLeft int // ended orders younger than the grace period, left to their saga
+	AwaitingRestore  int // ended orders whose unit the database has not restored yet: kept
+	// Raced: a purchase or release changed the sale in Redis after the
+	// pass read it, so the repair it planned was not applied. The next
+	// pass plans again from what is then true.
+	Raced bool
 }
 
 // Repaired reports whether anything changed.
@@ -54,15 +57,6 @@ type Reconciler struct {
 	Logger   *slog.Logger
 }
 
-// setIfScript sets the remaining count only if it still holds the value
-// read, so an admission that happens meanwhile is never overwritten.
-var setIfScript = redis.NewScript(`
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('SET', KEYS[1], ARGV[2])
-  return 1
-end
-return 0`)
-
 // Sale reconciles one sale under its lock.
 func (rc *Reconciler) Sale(ctx context.Context, saleID int64) (Report, error) {
 	rep := Report{SaleID: saleID}
@@ -71,6 +65,9 @@ func (rc *Reconciler) Sale(ctx context.Context, saleID int64) (Report, error) {
 		rep, err = rc.sale(ctx, saleID)
 		return err
 	})
+	if err == nil && rep.Raced {
+		rc.logger().Info("reconciler left a sale that changed while it looked to the next pass", "sale_id", saleID)
+	}
 	if err == nil && rep.Repaired() {
 		rc.logger().Warn("reconciler repaired a sale", "sale_id", saleID, "rebuilt", rep.Rebuilt,
 			"buyers_restored", rep.BuyersRestored, "stale_released", rep.StaleReleased,
@@ -82,42 +79,42 @@ func (rc *Reconciler) Sale(ctx context.Context, saleID int64) (Report, error) {
 	return rep, err
 }
 
+// sale makes one pass. The sale lock keeps other reconcilers and warm-ups
+// out, but not purchases and sagas, so the pass is built to be right
+// whatever they do meanwhile:
+//
+//  1. Redis is read first, atomically, at some version v0.
+//  2. The database is read after, in one transaction that sees one instant.
+//     A saga ending an order writes the database (status, then stock)
+//     before it releases the reservation, so a release Redis showed at v0
+//     is in the database snapshot too; a purchase writes its row only after
+//     its deduction, so an order with a row has deducted.
+//  3. The repair applies, in one atomic script, only if the version is
+//     still v0: no purchase, release or load landed since step 1.
 func (rc *Reconciler) sale(ctx context.Context, saleID int64) (Report, error) {
 	rep := Report{SaleID: saleID}
-	sl, err := rc.Store.Sale(ctx, saleID)
+	rs, err := rc.Stock.Snapshot(ctx, saleID)
 	if err != nil {
 		return rep, err
 	}
-	rows, err := rc.Store.Client().Order.Query().Where(order.SaleID(saleID)).
-		Select(order.FieldID, order.FieldUserID, order.FieldStatus, order.FieldUpdatedAt).All(ctx)
-	if err != nil {
-		return rep, fmt.Errorf("orders of sale %d: %w", saleID, err)
-	}
-	liveByUser := map[string]int64{}
-	byID := map[int64]struct {
-		status  domain.Status
-		updated time.Time
-	}{}
-	for _, o := range rows {
-		s := domain.Status(o.Status)
-		byID[o.ID] = struct {
-			status  domain.Status
-			updated time.Time
-		}{s, o.UpdatedAt}
-		if s.Live() {
-			liveByUser[o.UserID] = o.ID
-		}
-	}
-
-	state, err := rc.Stock.Inspect(ctx, saleID)
+	db, err := rc.Store.SaleSnapshot(ctx, saleID)
 	if err != nil {
 		return rep, err
 	}
-	if !state.Warm {
+	if !rs.Warm {
 		// Redis lost the sale (a restart without persistence): the
-		// database knows the stock and who holds a unit.
+		// database knows the stock and who holds a unit. Nothing can be
+		// admitted meanwhile (reserve.lua refuses an unloaded sale) and
+		// warm-ups take the lock we hold.
+		live := map[string]int64{}
+		for _, o := range db.Orders {
+			if domain.Status(o.Status).Live() {
+				live[o.UserID] = o.ID
+			}
+		}
+		sl := db.Sale
 		loaded, err := rc.Stock.Load(ctx, stock.Sale{ID: sl.ID, PriceCents: sl.PriceCents,
-			StartsAt: sl.StartsAt, EndsAt: sl.EndsAt, Remaining: sl.Stock, Buyers: liveByUser})
+			StartsAt: sl.StartsAt, EndsAt: sl.EndsAt, Remaining: sl.Stock, Buyers: live})
 		if err != nil {
 			return rep, err
 		}
@@ -126,73 +123,73 @@ func (rc *Reconciler) sale(ctx context.Context, saleID int64) (Report, error) {
 		return rep, nil
 	}
 
-	buyers, err := rc.Stock.Buyers(ctx, saleID)
+	plan := rc.plan(rs, db, &rep)
+	rep.RemainingWas, rep.RemainingNow = rs.Remaining, rs.Remaining
+	if plan.Empty() {
+		return rep, nil
+	}
+	res, err := rc.Stock.Repair(ctx, saleID, rs.Version, plan)
 	if err != nil {
 		return rep, err
 	}
-	keys := stock.KeysFor(saleID)
-	rdb := rc.Stock.Client()
-	for user, id := range liveByUser {
-		if _, ok := buyers[user]; ok {
-			continue
-		}
-		// HSETNX: never replace a newer reservation of the same buyer.
-		if ok, err := rdb.HSetNX(ctx, keys.Buyers, user, strconv.FormatInt(id, 10)).Result(); err != nil {
-			return rep, err
-		} else if ok {
-			rep.BuyersRestored++
-			buyers[user] = id
-		}
+	if !res.Applied {
+		rep.Raced = true
+		return rep, nil
 	}
+	rep.BuyersRestored, rep.BuyersRefused, rep.StaleReleased = res.BuyersRestored, res.BuyersRefused, res.Released
+	rep.RemainingWas, rep.RemainingNow = res.RemainingWas, res.RemainingNow
+	rep.RemainingFixed = plan.SetRemaining
+	return rep, nil
+}
+
+// plan decides the repairs from the two snapshots and counts in rep what
+// it leaves alone. Only drift the snapshots prove is repaired.
+func (rc *Reconciler) plan(rs stock.Snapshot, db store.SaleSnapshot, rep *Report) stock.RepairPlan {
 	grace := rc.Grace
 	if grace <= 0 {
 		grace = time.Minute
 	}
-	for user, id := range buyers {
-		row, ok := byID[id]
+	plan := stock.RepairPlan{RestoreBuyers: map[string]int64{}, Release: map[string]int64{}}
+	byID := make(map[int64]*ent.Order, len(db.Orders))
+	for _, o := range db.Orders {
+		byID[o.ID] = o
+		// A live order Redis has no entry for: it lost the entry (the
+		// order was live at v0 too, see sale). The script refuses it if
+		// the order has been released since.
+		if _, held := rs.Buyers[o.UserID]; !held && domain.Status(o.Status).Live() {
+			plan.RestoreBuyers[o.UserID] = o.ID
+		}
+	}
+	for user, id := range rs.Buyers {
+		o, ok := byID[id]
 		switch {
 		case !ok:
 			rep.SkippedInFlight++ // admitted, its workflow has not written it yet
-		case !row.status.Live() && time.Since(row.updated) < grace:
-			rep.ReleaseGraceLeft++
-		case !row.status.Live():
-			// The order ended but its reservation is still held: the
-			// saga's release was lost. Give the unit back.
-			released, err := rc.Stock.Release(ctx, saleID, user, id)
-			if err != nil {
-				return rep, err
-			}
-			if released {
-				rep.StaleReleased++
-			}
+		case domain.Status(o.Status).Live():
+			// held, as it should be
+		case time.Since(o.UpdatedAt) < grace:
+			rep.ReleaseGraceLeft++ // its saga is ending it and will release it
+		case db.HoldsUnit(id):
+			// Its saga has not restored the unit in the database yet;
+			// releasing it now would put it on sale in Redis only. Redis
+			// and the database both count it as taken, so the count
+			// below stays right.
+			rep.AwaitingRestore++
+		default:
+			// Ended, and the database has the unit back, but the saga's
+			// release was lost.
+			plan.Release[user] = id
 		}
 	}
-
 	// With nothing on its way, Redis must hold exactly the database's
-	// stock. Orders in flight make the right number unknowable, so the
-	// count is left for a later pass.
-	if rep.SkippedInFlight > 0 || rep.ReleaseGraceLeft > 0 || state.Backlog > 0 {
-		return rep, nil
+	// stock once the releases are done. An order in flight moves one of
+	// the two counts before the other, so the right number is unknowable
+	// and the count waits for a later pass.
+	if rep.SkippedInFlight == 0 && rep.ReleaseGraceLeft == 0 && rs.Backlog == 0 &&
+		rs.Remaining+len(plan.Release) != db.Sale.Stock {
+		plan.SetRemaining, plan.Remaining = true, db.Sale.Stock
 	}
-	sl, err = rc.Store.Sale(ctx, saleID) // again: releases above may race a restore
-	if err != nil {
-		return rep, err
-	}
-	cur, err := rdb.Get(ctx, keys.Stock).Int()
-	if err != nil {
-		return rep, fmt.Errorf("remaining of sale %d: %w", saleID, err)
-	}
-	rep.RemainingWas, rep.RemainingNow = cur, cur
-	if cur != sl.Stock {
-		ok, err := setIfScript.Run(ctx, rdb, []string{keys.Stock}, cur, sl.Stock).Int()
-		if err != nil {
-			return rep, err
-		}
-		if ok == 1 {
-			rep.RemainingFixed, rep.RemainingNow = true, sl.Stock
-		}
-	}
-	return rep, nil
+	return plan
 }
 
 // All reconciles every sale that has not ended.

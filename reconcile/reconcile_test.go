@@ -104,7 +104,7 @@ func TestDriftIsRepaired(t *testing.T) {
 	// reservation of an order that ended without its release.
 	rdb.Set(ctx, keys.Stock, 9, 0)
 	rdb.HDel(ctx, keys.Buyers, "u1")
-	if err := rc.Store.FinishOrder(ctx, domain.OrderRef{OrderID: 1002, SaleID: id, UserID: "u2", AmountCents: 5}, domain.StatusCancelled, "test"); err != nil {
+	if _, err := rc.Store.FinishOrder(ctx, domain.OrderRef{OrderID: 1002, SaleID: id, UserID: "u2", AmountCents: 5}, domain.StatusCancelled, "test"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := rc.Store.RestoreStock(ctx, domain.OrderRef{OrderID: 1002, SaleID: id}); err != nil {

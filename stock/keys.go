@@ -10,12 +10,26 @@ type Keys struct {
 	Buyers  string // hash: user id -> order id of the unit they hold
 	Intents string // stream of admitted orders waiting for their workflow
 	Idem    string // hash: user id -> Idempotency-Key of their winning request
+	// Version counts the changes to the sale's admission state: every
+	// admission, release, load and repair increments it. The reconciler
+	// repairs only if it has not moved since the reconciler read the sale.
+	Version string
+	// Released is the set of order ids whose reservation was released
+	// (tombstones): an order once released is never given its buyer's
+	// entry back, however stale the view of whoever tries.
+	Released string
 }
 
 // KeysFor returns the keys of sale id.
 func KeysFor(saleID int64) Keys {
 	p := "seckill:{sale:" + strconv.FormatInt(saleID, 10) + "}:"
-	return Keys{Meta: p + "meta", Stock: p + "stock", Buyers: p + "buyers", Intents: p + "intents", Idem: p + "idem"}
+	return Keys{Meta: p + "meta", Stock: p + "stock", Buyers: p + "buyers", Intents: p + "intents", Idem: p + "idem",
+		Version: p + "ver", Released: p + "released"}
+}
+
+// All is every key of the sale, for whoever drops a sale from Redis.
+func (k Keys) All() []string {
+	return []string{k.Meta, k.Stock, k.Buyers, k.Intents, k.Idem, k.Version, k.Released}
 }
 
 // SalesKey is the set of sale ids loaded into Redis. The relay reads it to

@@ -1,48 +1,16 @@
--- reserve.lua: admit one buyer to a sale in one atomic step.
+-- reserve.lua: admit one buyer to a sale in one atomic step. It runs after
+-- admit.lua (prepended by stock.go), which holds the checks, the KEYS and
+-- ARGV, and the answers other than 0.
 --
--- KEYS[1] meta    hash  starts_ms, ends_ms, price_cents, sale_id
--- KEYS[2] stock   string remaining units
--- KEYS[3] buyers  hash  user id -> order id
--- KEYS[4] intents stream of admitted orders, read by the relay
--- KEYS[5] idem    hash  user id -> Idempotency-Key of the request that won
--- ARGV[1] user id
--- ARGV[2] order id minted by the caller (a decimal string: Lua numbers are
---         doubles and would round a 64-bit id)
--- ARGV[3] Idempotency-Key of the request, or ''
---
--- Returns {code, order id}: 0 admitted, 1 already purchased (the existing
--- order id), 2 sold out, 3 not started, 4 ended, 5 unknown sale, 6 a retry
--- of the request that won (same Idempotency-Key; the existing order id).
-local meta = redis.call('HMGET', KEYS[1], 'starts_ms', 'ends_ms', 'price_cents', 'sale_id')
-if not meta[1] then
-  return {5, ''}
-end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-if now < tonumber(meta[1]) then
-  return {3, ''}
-end
-if now >= tonumber(meta[2]) then
-  return {4, ''}
-end
--- A buyer who already holds a unit gets the same order back, so a retried
--- request never takes a second unit.
-local existing = redis.call('HGET', KEYS[3], ARGV[1])
-if existing then
-  if ARGV[3] ~= '' and redis.call('HGET', KEYS[5], ARGV[1]) == ARGV[3] then
-    return {6, existing}
-  end
-  return {1, existing}
-end
-local left = tonumber(redis.call('GET', KEYS[2]) or '0')
-if left <= 0 then
-  return {2, ''}
-end
+-- Returns {0, order id} once the buyer is admitted: DECR stock, HSET
+-- buyers, XADD the intent, and INCR the version so that a reconciler
+-- holding an older view of the sale repairs nothing.
 redis.call('DECR', KEYS[2])
 redis.call('HSET', KEYS[3], ARGV[1], ARGV[2])
 if ARGV[3] ~= '' then
   redis.call('HSET', KEYS[5], ARGV[1], ARGV[3])
 end
+redis.call('INCR', KEYS[6])
 redis.call('XADD', KEYS[4], '*',
   'order_id', ARGV[2], 'sale_id', meta[4], 'user_id', ARGV[1],
   'amount_cents', meta[3], 'reserved_ms', tostring(now))

@@ -1,6 +1,7 @@
 // Package stock is seckill's admission filter in Redis: the atomic
-// reservation script, its inverse, the sale warm-up and the intent stream
-// keys. It is a leaf package: it knows nothing of Temporal or HTTP.
+// reservation script, its inverse, the sale warm-up, the intent stream keys,
+// and the snapshot and repair scripts the reconciler works with. It is a
+// leaf package: it knows nothing of Temporal or HTTP.
 package stock
 
 import (
@@ -18,9 +19,18 @@ import (
 )
 
 var (
+	// admit.lua holds the admission checks; reserve.lua and lookup.lua
+	// are its two endings, so a lookup answers what a reservation would.
+	//go:embed admit.lua
+	admitSrc string
+
 	//go:embed reserve.lua
 	reserveSrc    string
-	reserveScript = redis.NewScript(reserveSrc)
+	reserveScript = redis.NewScript(admitSrc + reserveSrc)
+
+	//go:embed lookup.lua
+	lookupSrc    string
+	lookupScript = redis.NewScript(admitSrc + lookupSrc)
 
 	//go:embed release.lua
 	releaseSrc    string
@@ -29,6 +39,14 @@ var (
 	//go:embed warm.lua
 	warmSrc    string
 	warmScript = redis.NewScript(warmSrc)
+
+	//go:embed snapshot.lua
+	snapshotSrc    string
+	snapshotScript = redis.NewScript(snapshotSrc)
+
+	//go:embed repair.lua
+	repairSrc    string
+	repairScript = redis.NewScript(repairSrc)
 )
 
 // Stock runs the sale scripts against one Redis (a single node or a cluster).
@@ -53,39 +71,67 @@ func (s *Stock) Client() redis.UniversalClient { return s.rdb }
 // empty, is the request's Idempotency-Key: a retry with the key of the
 // request that won gets that order back as a success.
 func (s *Stock) Reserve(ctx context.Context, saleID int64, userID string, orderID int64, idemKey string) (int64, error) {
-	k := KeysFor(saleID)
-	res, err := reserveScript.Run(ctx, s.rdb,
-		[]string{k.Meta, k.Stock, k.Buyers, k.Intents, k.Idem},
+	res, err := reserveScript.Run(ctx, s.rdb, admitKeys(saleID),
 		userID, strconv.FormatInt(orderID, 10), idemKey).Slice()
+	_, id, err := admission("reserve", res, err)
+	return id, err
+}
+
+// Lookup answers what Reserve would answer for userID, without reserving:
+// for the sold-out fast path, which must still tell a buyer who holds a
+// unit (or retries the request that won) about their order. open reports
+// that the sale has a unit for the buyer: only Reserve can take it, so
+// the caller goes on to Reserve. Otherwise the answers are Reserve's: the
+// order id of a retry of the winning Idempotency-Key with a nil error, or
+// one of Reserve's errors.
+func (s *Stock) Lookup(ctx context.Context, saleID int64, userID, idemKey string) (orderID int64, open bool, err error) {
+	res, err := lookupScript.Run(ctx, s.rdb, admitKeys(saleID), userID, "", idemKey).Slice()
+	code, id, err := admission("lookup", res, err)
+	return id, code == codeOpen, err
+}
+
+// admitKeys are the KEYS of admit.lua, shared by reserve.lua and lookup.lua.
+func admitKeys(saleID int64) []string {
+	k := KeysFor(saleID)
+	return []string{k.Meta, k.Stock, k.Buyers, k.Intents, k.Idem, k.Version}
+}
+
+// codeOpen is lookup.lua's answer when reserve.lua would admit the buyer.
+const codeOpen = 7
+
+// admission decodes the {code, order id} reply of reserve.lua and
+// lookup.lua (see admit.lua) into the order id and the business outcome
+// as an error; op names the script in errors.
+func admission(op string, res []any, err error) (code, orderID int64, _ error) {
 	if err != nil {
-		return 0, fmt.Errorf("reserve: %w", err)
+		return 0, 0, fmt.Errorf("%s: %w", op, err)
 	}
 	if len(res) != 2 {
-		return 0, fmt.Errorf("reserve: unexpected reply %v", res)
+		return 0, 0, fmt.Errorf("%s: unexpected reply %v", op, res)
 	}
-	code, _ := res[0].(int64)
+	code, _ = res[0].(int64)
 	switch code {
-	case 0:
-		return orderID, nil
-	case 1, 6:
+	case 0, 1, 6:
 		id, err := strconv.ParseInt(fmt.Sprint(res[1]), 10, 64)
 		if err != nil {
-			return 0, fmt.Errorf("reserve: bad order id %q: %w", res[1], err)
+			return code, 0, fmt.Errorf("%s: bad order id %q: %w", op, res[1], err)
 		}
-		if code == 6 {
-			return id, nil
+		if code == 1 {
+			return code, 0, &domain.AlreadyPurchasedError{OrderID: id}
 		}
-		return 0, &domain.AlreadyPurchasedError{OrderID: id}
+		return code, id, nil
 	case 2:
-		return 0, domain.ErrSoldOut
+		return code, 0, domain.ErrSoldOut
 	case 3:
-		return 0, domain.ErrNotStarted
+		return code, 0, domain.ErrNotStarted
 	case 4:
-		return 0, domain.ErrEnded
+		return code, 0, domain.ErrEnded
 	case 5:
-		return 0, domain.ErrUnknownSale
+		return code, 0, domain.ErrUnknownSale
+	case codeOpen:
+		return code, 0, nil
 	}
-	return 0, fmt.Errorf("reserve: unknown code %d", code)
+	return code, 0, fmt.Errorf("%s: unknown code %d", op, code)
 }
 
 // Release gives orderID's unit back to the sale if userID still holds it
@@ -93,17 +139,23 @@ func (s *Stock) Reserve(ctx context.Context, saleID int64, userID string, orderI
 // harmless. A released unit is announced on RestockChannel.
 func (s *Stock) Release(ctx context.Context, saleID int64, userID string, orderID int64) (bool, error) {
 	k := KeysFor(saleID)
-	n, err := releaseScript.Run(ctx, s.rdb, []string{k.Stock, k.Buyers, k.Idem}, userID, strconv.FormatInt(orderID, 10)).Int()
+	n, err := releaseScript.Run(ctx, s.rdb, []string{k.Meta, k.Stock, k.Buyers, k.Idem, k.Version, k.Released},
+		userID, strconv.FormatInt(orderID, 10)).Int()
 	if err != nil {
 		return false, fmt.Errorf("release: %w", err)
 	}
 	if n == 0 {
 		return false, nil
 	}
-	// The unit is already back; a lost announcement only delays clearing
-	// sold-out flags until they expire, so it is not an error.
-	_ = s.rdb.Publish(ctx, RestockChannel, strconv.FormatInt(saleID, 10)).Err()
+	s.announceRestock(ctx, saleID)
 	return true, nil
+}
+
+// announceRestock tells api instances that units of the sale went back on
+// sale. The units are back already; a lost announcement only delays
+// clearing sold-out flags until they expire, so it is not an error.
+func (s *Stock) announceRestock(ctx context.Context, saleID int64) {
+	_ = s.rdb.Publish(ctx, RestockChannel, strconv.FormatInt(saleID, 10)).Err()
 }
 
 // Sale is what Redis needs to know to admit buyers to a sale.
@@ -141,7 +193,7 @@ func (s *Stock) load(ctx context.Context, sale Sale) (bool, error) {
 	for user, order := range sale.Buyers {
 		args = append(args, user, strconv.FormatInt(order, 10))
 	}
-	n, err := warmScript.Run(ctx, s.rdb, []string{k.Meta, k.Stock, k.Buyers, k.Idem}, args...).Int()
+	n, err := warmScript.Run(ctx, s.rdb, []string{k.Meta, k.Stock, k.Buyers, k.Idem, k.Version, k.Released}, args...).Int()
 	if err != nil {
 		return false, fmt.Errorf("warm sale %d: %w", sale.ID, err)
 	}

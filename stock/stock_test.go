@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,7 +17,6 @@ import (
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testenv"
-	"github.com/seckill/seckill/orderid"
 	"github.com/seckill/seckill/stock"
 )
 
@@ -48,7 +48,7 @@ func TestReserveNeverOversells(t *testing.T) {
 	st, rdb := newStock(t)
 	ctx := context.Background()
 	openSale(t, st, 1, 100)
-	ids := orderid.New(1)
+	var ids atomic.Int64 // order ids need only be unique here
 
 	var (
 		wg      sync.WaitGroup
@@ -59,7 +59,7 @@ func TestReserveNeverOversells(t *testing.T) {
 	for i := range 1000 {
 		wg.Go(func() {
 			user := fmt.Sprintf("user-%d", i)
-			id, err := st.Reserve(ctx, 1, user, ids.Next(), "")
+			id, err := st.Reserve(ctx, 1, user, ids.Add(1), "")
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -101,7 +101,7 @@ func TestReserveOneUnitPerBuyer(t *testing.T) {
 	st, _ := newStock(t)
 	ctx := context.Background()
 	openSale(t, st, 2, 10)
-	ids := orderid.New(2)
+	var ids atomic.Int64
 
 	var (
 		wg      sync.WaitGroup
@@ -111,7 +111,7 @@ func TestReserveOneUnitPerBuyer(t *testing.T) {
 	)
 	for range 50 {
 		wg.Go(func() {
-			id, err := st.Reserve(ctx, 2, "alice", ids.Next(), "")
+			id, err := st.Reserve(ctx, 2, "alice", ids.Add(1), "")
 			var already *domain.AlreadyPurchasedError
 			mu.Lock()
 			defer mu.Unlock()
@@ -275,7 +275,7 @@ func TestKeysOfASaleShareOneSlot(t *testing.T) {
 	for _, sale := range []int64{1, 42, 123456789} {
 		k := stock.KeysFor(sale)
 		var first int64 = -1
-		for _, key := range []string{k.Meta, k.Stock, k.Buyers, k.Intents} {
+		for _, key := range k.All() {
 			slot, err := c.ClusterKeySlot(ctx, key).Result()
 			if err != nil {
 				t.Fatal(err)

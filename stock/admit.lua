@@ -1,0 +1,46 @@
+-- admit.lua: the admission checks, shared by reserve.lua and lookup.lua so
+-- that a lookup always answers what a reservation would. It is not a script
+-- of its own: stock.go prepends it to each of the two. It returns the answer
+-- for a buyer who cannot be admitted, and falls through, with meta and now
+-- set, when the buyer may take a unit.
+--
+-- KEYS[1] meta    hash  starts_ms, ends_ms, price_cents, sale_id
+-- KEYS[2] stock   string remaining units
+-- KEYS[3] buyers  hash  user id -> order id
+-- KEYS[4] intents stream of admitted orders, read by the relay
+-- KEYS[5] idem    hash  user id -> Idempotency-Key of the request that won
+-- KEYS[6] version incremented on every change of the sale's admission state
+-- ARGV[1] user id
+-- ARGV[2] order id minted by the caller (a decimal string: Lua numbers are
+--         doubles and would round a 64-bit id); unused by lookup.lua
+-- ARGV[3] Idempotency-Key of the request, or ''
+--
+-- Answers {code, order id}: 1 already purchased (the existing order id),
+-- 2 sold out, 3 not started, 4 ended, 5 unknown sale (not warmed), 6 a
+-- retry of the request that won (same Idempotency-Key; the existing order
+-- id). The script it is prepended to answers the rest.
+local meta = redis.call('HMGET', KEYS[1], 'starts_ms', 'ends_ms', 'price_cents', 'sale_id')
+if not meta[1] then
+  return {5, ''}
+end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if now < tonumber(meta[1]) then
+  return {3, ''}
+end
+if now >= tonumber(meta[2]) then
+  return {4, ''}
+end
+-- A buyer who already holds a unit gets the same order back, so a retried
+-- request never takes a second unit.
+local existing = redis.call('HGET', KEYS[3], ARGV[1])
+if existing then
+  if ARGV[3] ~= '' and redis.call('HGET', KEYS[5], ARGV[1]) == ARGV[3] then
+    return {6, existing}
+  end
+  return {1, existing}
+end
+local left = tonumber(redis.call('GET', KEYS[2]) or '0')
+if left <= 0 then
+  return {2, ''}
+end
