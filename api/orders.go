@@ -125,7 +125,21 @@ func (s *Server) registerOrders() {
 // purchase runs the admission path: sold-out flag, rate limits, reserve.
 func (s *Server) purchase(ctx context.Context, user auth.User, saleID int64, idemKey string) (int64, error) {
 	if s.soldOut.isSet(saleID) {
-		return 0, domain.ErrSoldOut
+		// The flag spares a sold-out sale the rate limiters, not the
+		// buyer's own answer: one read-only script still tells a winner
+		// their order, a retry of the winning request its 202, and anyone
+		// that the sale ended.
+		id, open, err := s.deps.Stock.Lookup(ctx, saleID, user.ID, idemKey)
+		switch {
+		case err == nil && !open:
+			return id, nil
+		case err == nil, errors.Is(err, domain.ErrUnknownSale):
+			s.soldOut.clear(saleID) // a unit came back, or Redis lost the sale
+		case errors.Is(err, domain.ErrSoldOut):
+			return 0, err
+		default:
+			return 0, admissionError(err)
+		}
 	}
 	if err := s.allow(ctx, "ip:"+ipFrom(ctx), s.cfg.IPRate); err != nil {
 		return 0, err
@@ -153,17 +167,26 @@ func (s *Server) purchase(ctx context.Context, user auth.User, saleID int64, ide
 		}
 		id, err = s.deps.Stock.Reserve(ctx, saleID, user.ID, minted, idemKey)
 	}
-	var already *domain.AlreadyPurchasedError
 	switch {
 	case err == nil:
 		return id, nil
 	case errors.Is(err, domain.ErrSoldOut):
 		s.soldOut.set(saleID)
 		return 0, err
-	case errors.As(err, &already), errors.Is(err, domain.ErrNotStarted), errors.Is(err, domain.ErrEnded), errors.Is(err, domain.ErrUnknownSale):
-		return 0, err
 	}
-	return 0, unavailable(err)
+	return 0, admissionError(err)
+}
+
+// admissionError passes the business answers of Reserve and Lookup through
+// and turns anything else into 503.
+func admissionError(err error) error {
+	var already *domain.AlreadyPurchasedError
+	switch {
+	case errors.As(err, &already), errors.Is(err, domain.ErrSoldOut), errors.Is(err, domain.ErrNotStarted),
+		errors.Is(err, domain.ErrEnded), errors.Is(err, domain.ErrUnknownSale):
+		return err
+	}
+	return unavailable(err)
 }
 
 // mint returns a fresh order id, or 503 when this instance cannot confirm
