@@ -11,8 +11,8 @@ import (
 	"github.com/seckill/seckill/internal/testenv"
 )
 
-// The sold-out fast path never hides a winner (design.md, "Sold-out
-// flag"): once an instance has flagged a sale sold out, the buyer who holds
+// The sold-out fast path never hides a winner (README, "Decisions worth
+// knowing"): once an instance has flagged a sale sold out, the buyer who holds
 // its unit still gets ALREADY_PURCHASED with their order, a retry of the
 // winning request still gets its 202, and a sale that has ended answers
 // ENDED, not SOLD_OUT.
