@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"go.temporal.io/sdk/client"
 	"sync"
 	"testing"
 	"time"
@@ -68,7 +69,10 @@ func TestSaleEndToEnd(t *testing.T) {
 	for i := range buyers {
 		wg.Go(func() {
 			user := fmt.Sprintf("buyer-%03d", i)
-			id, err := st.Reserve(ctx, sale.ID, user, ids.Next(), "")
+			id, err := ids.Next()
+			if err == nil {
+				id, err = st.Reserve(ctx, sale.ID, user, id, "")
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -107,16 +111,23 @@ func TestSaleEndToEnd(t *testing.T) {
 	// Half pay, half cancel.
 	paid, cancelled := 0, 0
 	for id := range winners {
-		var err error
+		name, want, args := workflows.UpdateCancel, domain.StatusCancelled, []any{workflows.CancelRequest{}}
 		if paid < units/2 {
-			err = tc.SignalWorkflow(ctx, domain.WorkflowID(id), "", workflows.SignalPay, nil)
+			name, want, args = workflows.UpdatePay, domain.StatusPaid, nil
 			paid++
 		} else {
-			err = tc.SignalWorkflow(ctx, domain.WorkflowID(id), "", workflows.SignalCancel, workflows.CancelRequest{})
 			cancelled++
 		}
-		if err != nil {
-			t.Fatal(err)
+		h, err := tc.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+			WorkflowID: domain.WorkflowID(id), UpdateName: name, Args: args,
+			WaitForStage: client.WorkflowUpdateStageCompleted,
+		})
+		var state workflows.OrderState
+		if err == nil {
+			err = h.Get(ctx, &state)
+		}
+		if err != nil || state.Status != want {
+			t.Fatalf("%s order %d: %+v, %v; want %s", name, id, state, err, want)
 		}
 	}
 	testenv.Eventually(t, 3*time.Minute, func() error {
@@ -146,7 +157,11 @@ func TestSaleEndToEnd(t *testing.T) {
 		}
 	}
 	// The cancelled units can be bought again.
-	if _, err := st.Reserve(ctx, sale.ID, "late-buyer", ids.Next(), ""); err != nil {
+	late, err := ids.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Reserve(ctx, sale.ID, "late-buyer", late, ""); err != nil {
 		t.Fatalf("buying a returned unit: %v", err)
 	}
 }
