@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"time"
@@ -353,8 +354,9 @@ func (s *Server) transition(ctx context.Context, user auth.User, id int64, updat
 // its row.
 func (s *Server) refused(ctx context.Context, id int64, update string, want domain.Status, err error) (*orderOutput, error) {
 	var (
-		app *temporal.ApplicationError
-		nf  *serviceerror.NotFound
+		app      *temporal.ApplicationError
+		nf       *serviceerror.NotFound
+		timedOut *client.WorkflowUpdateServiceTimeoutOrCanceledError
 	)
 	switch {
 	case errors.As(err, &app) && app.Type() == workflows.ErrTypeInvalidState:
@@ -370,6 +372,13 @@ func (s *Server) refused(ctx context.Context, id int64, update string, want doma
 	case errors.As(err, &nf):
 		// The workflow has ended; its row says how.
 		return s.answer(ctx, id, want, http.StatusOK)
+	case errors.As(err, &timedOut):
+		// The request reached Temporal but no worker took it up in time
+		// (workers restarting): it may still take effect, so this 503 does
+		// not say that nothing changed.
+		slog.WarnContext(ctx, "order update not confirmed in time", "order_id", id, "update", update, "err", err)
+		return nil, problem(http.StatusServiceUnavailable, CodeUnavailable,
+			"the order's workflow did not confirm the request in time; it may still take effect, so read the order before retrying")
 	}
 	return nil, toHTTP(ctx, unavailable(err))
 }
