@@ -63,17 +63,9 @@ func (m *metrics) observePurchase(err error, d time.Duration) {
 func (s *Server) backlog() float64 {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	sales, err := s.deps.Stock.Sales(ctx)
+	n, err := s.deps.Stock.Backlog(ctx)
 	if err != nil {
 		return -1
-	}
-	var n int64
-	for _, id := range sales {
-		st, err := s.deps.Stock.Inspect(ctx, id)
-		if err != nil {
-			return -1
-		}
-		n += st.Backlog
 	}
 	return float64(n)
 }

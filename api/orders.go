@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -163,6 +164,11 @@ func (s *Server) purchase(ctx context.Context, user auth.User, saleID int64, ide
 		if serr != nil {
 			return 0, notFoundOr(serr)
 		}
+		if !time.Now().Before(sl.EndsAt) {
+			// Ended, and retired from Redis (or never loaded): the
+			// database answers, and the sale stays out of Redis.
+			return 0, domain.ErrEnded
+		}
 		if werr := s.warmSale(ctx, sl); werr != nil {
 			return 0, unavailable(werr)
 		}
@@ -274,34 +280,48 @@ func (s *Server) ordersOf(ctx context.Context, userID string, since time.Time, l
 }
 
 // pendingOf finds the units a user holds in Redis whose order row does not
-// exist yet: admitted orders whose workflow has not written them.
+// exist yet: admitted orders whose workflow has not written them. It costs
+// one Redis round trip over the sales still loaded (retired sales are not)
+// and two queries, however many orders the buyer has.
 func (s *Server) pendingOf(ctx context.Context, userID string) ([]Order, error) {
-	sales, err := s.deps.Stock.Sales(ctx)
+	held, err := s.deps.Stock.HoldersOf(ctx, userID)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	if len(held) == 0 {
+		return nil, nil
+	}
+	ids := make([]int64, 0, len(held))
+	saleIDs := make([]int64, 0, len(held))
+	for sale, id := range held {
+		ids = append(ids, id)
+		saleIDs = append(saleIDs, sale)
+	}
+	written, err := s.deps.Store.OrdersWritten(ctx, ids)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	sales, err := s.deps.Store.SalesByID(ctx, saleIDs)
 	if err != nil {
 		return nil, unavailable(err)
 	}
 	var out []Order
-	for _, sale := range sales {
-		id, ok, err := s.deps.Stock.Holder(ctx, sale, userID)
-		if err != nil {
-			return nil, unavailable(err)
-		}
-		if !ok {
+	for sale, id := range held {
+		if written[id] {
 			continue
-		}
-		if _, err := s.deps.Store.Order(ctx, id); err == nil {
-			continue // written already
 		}
 		at := orderid.Time(id)
 		o := Order{
 			ID: strconv.FormatInt(id, 10), SaleID: strconv.FormatInt(sale, 10), UserID: userID,
 			Status: domain.StatusPending, WorkflowID: domain.WorkflowID(id), CreatedAt: at, UpdatedAt: at,
 		}
-		if sl, err := s.deps.Store.Sale(ctx, sale); err == nil {
+		if sl := sales[sale]; sl != nil {
 			o.AmountCents = sl.PriceCents
 		}
 		out = append(out, o)
 	}
+	// Newest first, like the rows.
+	slices.SortFunc(out, func(a, b Order) int { return b.CreatedAt.Compare(a.CreatedAt) })
 	return out, nil
 }
 

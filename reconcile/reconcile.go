@@ -10,6 +10,7 @@ package reconcile
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -54,6 +55,12 @@ type Reconciler struct {
 	Grace time.Duration
 	// OnRepair, if set, is told of every pass that changed something.
 	OnRepair func(Report)
+	// RetireAfter is how long after its end a sale keeps its hot keys in
+	// Redis once it is drained and every order of it is final. Default a
+	// day; negative: never retire.
+	RetireAfter time.Duration
+	// OnRetire, if set, is told of every sale retired.
+	OnRetire func(saleID int64)
 	Logger   *slog.Logger
 }
 
@@ -194,15 +201,12 @@ func (rc *Reconciler) plan(rs stock.Snapshot, db store.SaleSnapshot, rep *Report
 
 // All reconciles every sale that has not ended.
 func (rc *Reconciler) All(ctx context.Context) ([]Report, error) {
-	sales, err := rc.Store.Sales(ctx, 1000)
+	sales, err := rc.Store.OpenSales(ctx, time.Now())
 	if err != nil {
 		return nil, err
 	}
 	var reps []Report
 	for _, s := range sales {
-		if !time.Now().Before(s.EndsAt) {
-			continue
-		}
 		r, err := rc.Sale(ctx, s.ID)
 		if err != nil {
 			return reps, fmt.Errorf("reconcile sale %d: %w", s.ID, err)
@@ -220,12 +224,81 @@ func (rc *Reconciler) Run(ctx context.Context, interval time.Duration) error {
 		if _, err := rc.All(ctx); err != nil && ctx.Err() == nil {
 			rc.logger().Warn("reconcile", "err", err)
 		}
+		if _, err := rc.Retire(ctx); err != nil && ctx.Err() == nil {
+			rc.logger().Warn("retire sales", "err", err)
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-t.C:
 		}
 	}
+}
+
+// Retire drops from Redis the sales that ended more than RetireAfter ago,
+// whose intents have all been started and whose orders are all final
+// (their rows, and the row of every unit Redis still records). Such a sale
+// needs nothing from Redis any more: a purchase is answered ENDED and the
+// buyers' orders are listed from the database. A sale that still holds
+// work is left for a later pass. It returns the sales retired.
+func (rc *Reconciler) Retire(ctx context.Context) ([]int64, error) {
+	after := rc.RetireAfter
+	switch {
+	case after < 0:
+		return nil, nil
+	case after == 0:
+		after = 24 * time.Hour
+	}
+	loaded, err := rc.Stock.Sales(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var retired []int64
+	for _, id := range loaded {
+		ok, err := rc.retire(ctx, id, after)
+		if err != nil {
+			return retired, fmt.Errorf("retire sale %d: %w", id, err)
+		}
+		if ok {
+			retired = append(retired, id)
+			rc.logger().Info("sale retired from Redis", "sale_id", id)
+			if rc.OnRetire != nil {
+				rc.OnRetire(id)
+			}
+		}
+	}
+	return retired, nil
+}
+
+func (rc *Reconciler) retire(ctx context.Context, id int64, after time.Duration) (bool, error) {
+	db, err := rc.Store.SaleSnapshot(ctx, id)
+	if errors.Is(err, domain.ErrUnknownSale) {
+		return true, rc.Stock.Retire(ctx, id) // nothing in the database to answer for
+	}
+	if err != nil || time.Since(db.Sale.EndsAt) < after {
+		return false, err
+	}
+	final := make(map[int64]bool, len(db.Orders))
+	for _, o := range db.Orders {
+		if !domain.Status(o.Status).Final() {
+			return false, nil // an order still awaits payment or its saga
+		}
+		final[o.ID] = true
+	}
+	buyers, err := rc.Stock.Buyers(ctx, id)
+	if err != nil {
+		return false, err
+	}
+	for _, order := range buyers {
+		if !final[order] {
+			return false, nil // admitted, its saga has not written it yet
+		}
+	}
+	err = rc.Stock.Retire(ctx, id)
+	if errors.Is(err, stock.ErrNotDrained) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 func (rc *Reconciler) logger() *slog.Logger {

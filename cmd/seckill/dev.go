@@ -122,7 +122,7 @@ func (c *DevCmd) Run(ctx context.Context) error {
 		return fmt.Errorf("start worker: %w", err)
 	}
 	defer w.Stop()
-	runReconciler(ctx, d, 30*time.Second)
+	runReconciler(ctx, d, 30*time.Second, 24*time.Hour)
 
 	cfg, err := c.APIFlags.config(true)
 	if err != nil {

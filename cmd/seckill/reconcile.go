@@ -42,31 +42,38 @@ func (c *ReconcileCmd) Run(ctx context.Context) error {
 	return nil
 }
 
-// reconcilerMetrics counts repairs by kind.
-func reconcilerMetrics(reg prometheus.Registerer) func(reconcile.Report) {
+// reconcilerMetrics counts repairs by kind and retired sales.
+func reconcilerMetrics(reg prometheus.Registerer) (func(reconcile.Report), func(int64)) {
 	repairs := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "seckill_reconciler_repairs_total",
 		Help: "Redis/Postgres drift the reconciler repaired, by kind.",
 	}, []string{"kind"})
-	reg.MustRegister(repairs)
+	retired := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "seckill_sales_retired_total",
+		Help: "Ended, drained sales whose keys the reconciler dropped from Redis.",
+	})
+	reg.MustRegister(repairs, retired)
 	return func(r reconcile.Report) {
-		if r.Rebuilt {
-			repairs.WithLabelValues("rebuilt").Inc()
+			if r.Rebuilt {
+				repairs.WithLabelValues("rebuilt").Inc()
+			}
+			repairs.WithLabelValues("buyer_restored").Add(float64(r.BuyersRestored))
+			repairs.WithLabelValues("stale_released").Add(float64(r.StaleReleased))
+			if r.RemainingFixed {
+				repairs.WithLabelValues("remaining_fixed").Inc()
+			}
+		}, func(int64) {
+			retired.Inc()
 		}
-		repairs.WithLabelValues("buyer_restored").Add(float64(r.BuyersRestored))
-		repairs.WithLabelValues("stale_released").Add(float64(r.StaleReleased))
-		if r.RemainingFixed {
-			repairs.WithLabelValues("remaining_fixed").Inc()
-		}
-	}
 }
 
-// runReconciler runs the periodic reconciler until ctx ends (interval 0:
-// never).
-func runReconciler(ctx context.Context, d *deps, interval time.Duration) {
+// runReconciler runs the periodic reconciler, which also retires ended
+// sales from Redis, until ctx ends (interval 0: never).
+func runReconciler(ctx context.Context, d *deps, interval, retireAfter time.Duration) {
 	if interval <= 0 {
 		return
 	}
-	rc := &reconcile.Reconciler{Store: d.store, Stock: d.stock, OnRepair: reconcilerMetrics(d.registry)}
+	onRepair, onRetire := reconcilerMetrics(d.registry)
+	rc := &reconcile.Reconciler{Store: d.store, Stock: d.stock, RetireAfter: retireAfter, OnRepair: onRepair, OnRetire: onRetire}
 	go func() { _ = rc.Run(ctx, interval) }()
 }

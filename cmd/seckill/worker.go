@@ -20,6 +20,7 @@ type WorkerCmd struct {
 	MaxConcurrentActivities int           `name:"max-concurrent-activities" env:"SECKILL_WORKER_ACTIVITIES" default:"64" help:"Activities running at once."`
 	MetricsAddr             string        `name:"metrics-addr" env:"SECKILL_METRICS_ADDR" default:":9090" help:"Where the worker serves /metrics (empty = nowhere)."`
 	ReconcileInterval       time.Duration `name:"reconcile-interval" env:"SECKILL_RECONCILE_INTERVAL" default:"30s" help:"How often the worker repairs Redis/Postgres drift of live sales (0 = never)."`
+	RetireAfter             time.Duration `name:"retire-after" env:"SECKILL_RETIRE_AFTER" default:"24h" help:"How long after its end a drained sale whose orders are all final keeps its keys in Redis (negative = forever)."`
 }
 
 func (c *WorkerCmd) Run(ctx context.Context) error {
@@ -49,7 +50,7 @@ func (c *WorkerCmd) Run(ctx context.Context) error {
 		}
 	}
 	slog.Info("worker running", "task_queue", "seckill-orders", "temporal", c.TemporalAddress)
-	runReconciler(ctx, d, c.ReconcileInterval)
+	runReconciler(ctx, d, c.ReconcileInterval, c.RetireAfter)
 	if c.MetricsAddr != "" {
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", promhttp.HandlerFor(d.registry, promhttp.HandlerOpts{Registry: d.registry}))

@@ -1,0 +1,86 @@
+package stock
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	//go:embed retire.lua
+	retireSrc    string
+	retireScript = redis.NewScript(retireSrc)
+)
+
+// ErrNotDrained is returned by Retire for a sale that has not ended in
+// Redis or still holds intents its relay has not started.
+var ErrNotDrained = errors.New("sale has not ended or still holds intents")
+
+// Retire drops an ended, drained sale's hot keys from Redis (meta, stock,
+// buyers, idem, intents with its consumer group, version, released) and
+// forgets the sale, so neither the relay nor a buyer's reads pay for it any
+// more. Postgres keeps the record; the api answers for a retired sale from
+// there. The caller checks that every order of the sale is final; the
+// script checks, atomically, that the sale has ended and its stream is
+// drained and acknowledged, else it changes nothing (ErrNotDrained).
+func (s *Stock) Retire(ctx context.Context, saleID int64) error {
+	k := KeysFor(saleID)
+	err := s.WithSaleLock(ctx, saleID, func(ctx context.Context) error {
+		n, err := retireScript.Run(ctx, s.rdb, k.All()).Int()
+		if err != nil {
+			return fmt.Errorf("retire sale %d: %w", saleID, err)
+		}
+		if n == 0 {
+			return ErrNotDrained
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	// SalesKey lives in another slot; a sale whose keys are gone but which
+	// is still listed is harmless (nothing to read) and removed here.
+	if err := s.rdb.SRem(ctx, SalesKey, saleID).Err(); err != nil {
+		return fmt.Errorf("forget sale %d: %w", saleID, err)
+	}
+	return nil
+}
+
+// HoldersOf returns, for every sale loaded in Redis, the order through
+// which userID holds a unit, in one round trip. Retired sales are not
+// loaded, so the cost follows the sales still in Redis, not every sale
+// ever held.
+func (s *Stock) HoldersOf(ctx context.Context, userID string) (map[int64]int64, error) {
+	sales, err := s.Sales(ctx)
+	if err != nil || len(sales) == 0 {
+		return nil, err
+	}
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.StringCmd, len(sales))
+	for i, sale := range sales {
+		cmds[i] = pipe.HGet(ctx, KeysFor(sale).Buyers, userID)
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("holdings of %s: %w", userID, err)
+	}
+	out := map[int64]int64{}
+	for i, c := range cmds {
+		v, err := c.Result()
+		if errors.Is(err, redis.Nil) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("holdings of %s: %w", userID, err)
+		}
+		id, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("holdings of %s in sale %d: bad order id %q", userID, sales[i], v)
+		}
+		out[sales[i]] = id
+	}
+	return out, nil
+}
