@@ -5,6 +5,11 @@
 // Temporal accepted the start, so an intent survives a Temporal outage and a
 // relay crash; a crashed relay's entries are reclaimed by the others.
 //
+// A relay's cost follows the live work, not the sales ever held: one
+// reader reads the streams of every live sale (stock.LiveSales) with one
+// blocking XREADGROUP over them all, so it holds one Redis connection at a
+// time however many sales Redis holds.
+//
 // The relay sits above workflows (it names the workflow it starts), while
 // the stock package it reads from stays a leaf that knows nothing of
 // Temporal.
@@ -15,9 +20,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,16 +56,23 @@ type Options struct {
 	Parallel int
 	// Block is how long one read waits for new entries. Default 1s.
 	Block time.Duration
-	// Discover is how often the relay looks for new sales. Default 1s.
+	// Discover is how often the relay lists the live sales: a sale that
+	// goes live is read within about Discover + Block. Default 1s.
 	Discover time.Duration
-	// PaymentTimeout is passed to every workflow it starts.
+	// StreamsPerRead bounds the streams one XREADGROUP names. More live
+	// sales than that are read in turns, still one read at a time.
+	// Default 512.
+	StreamsPerRead int
+	// PaymentTimeout is passed to every workflow it starts whose intent
+	// carries no payment_timeout_ms of its sale.
 	PaymentTimeout time.Duration
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// BeforeStart, if set, runs after entries were read and before their
 	// workflows are started. Tests use it to crash a relay in that window.
 	BeforeStart func(ctx context.Context, orderIDs []int64)
-	// Metrics, if set, gets the start latency histogram.
+	// Metrics, if set, gets the start latency histogram and the gauges of
+	// what the relay reads.
 	Metrics prometheus.Registerer
 	// Busy, if set, reports that purchases are being admitted right now.
 	// The relay then holds its workflow starts back, for at most MaxYield
@@ -95,12 +107,15 @@ func (o *Options) defaults() {
 	if o.Discover <= 0 {
 		o.Discover = time.Second
 	}
+	if o.StreamsPerRead <= 0 {
+		o.StreamsPerRead = 512
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
 }
 
-// Relay drains the intent streams of every sale loaded into Redis.
+// Relay drains the intent streams of the live sales.
 type Relay struct {
 	rdb     redis.UniversalClient
 	stock   *stock.Stock
@@ -115,6 +130,11 @@ type Relay struct {
 	// startLatency is the time from admission (reserve.lua) to Temporal
 	// accepting the workflow start.
 	startLatency prometheus.Histogram
+
+	// What the reader reads, for Reading and the gauges.
+	liveSales     atomic.Int64
+	streamsRead   atomic.Int64
+	blockingReads atomic.Int64
 
 	yieldMu       sync.Mutex
 	yieldingSince time.Time // zero while not yielding
@@ -131,7 +151,20 @@ func New(st *stock.Stock, starter Starter, opts Options) *Relay {
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
 		})}
 	if opts.Metrics != nil {
-		opts.Metrics.MustRegister(r.startLatency)
+		opts.Metrics.MustRegister(r.startLatency,
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "seckill_relay_live_sales",
+				Help: "Sales whose intent streams the relay reads: not ended, or with intents not yet started.",
+			}, func() float64 { return float64(r.liveSales.Load()) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "seckill_relay_streams_read",
+				Help: "Intent streams named by the relay's last XREADGROUP.",
+			}, func() float64 { return float64(r.streamsRead.Load()) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "seckill_relay_blocking_reads",
+				Help: "Blocking XREADGROUPs of the relay in flight, each holding a Redis connection (at most 1).",
+			}, func() float64 { return float64(r.blockingReads.Load()) }),
+		)
 	}
 	return r
 }
@@ -149,190 +182,104 @@ func (r *Relay) Counts() Counts {
 	return Counts{r.created.Load(), r.duplicates.Load(), r.failures.Load(), r.dropped.Load()}
 }
 
-// Run drains streams until ctx ends. It returns ctx's error.
-func (r *Relay) Run(ctx context.Context) error {
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	draining := map[int64]bool{}
-	t := time.NewTicker(r.opts.Discover)
-	defer t.Stop()
-	for {
-		sales, err := r.stock.Sales(ctx)
-		if err != nil && ctx.Err() == nil {
-			r.opts.Logger.Warn("relay: list sales", "err", err)
-		}
-		for _, id := range sales {
-			if draining[id] {
-				continue
-			}
-			draining[id] = true
-			wg.Go(func() { r.drain(ctx, id) })
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
-	}
+// Reading is what the relay reads now.
+type Reading struct {
+	LiveSales     int // sales whose streams it reads
+	StreamsRead   int // streams named by its last read
+	BlockingReads int // blocking reads in flight: 0 or 1
 }
 
-// drain starts the workflows of one sale's intents until ctx ends.
-func (r *Relay) drain(ctx context.Context, saleID int64) {
-	key := stock.KeysFor(saleID).Intents
-	log := r.opts.Logger.With("sale_id", saleID)
-	backoff := newBackoff()
-	groupReady := false
-	ownPending := true // after a restart under the same name, finish our own entries first
-	lastClaim := time.Time{}
-	for ctx.Err() == nil {
-		if !groupReady {
-			if err := r.ensureGroup(ctx, key); err != nil {
-				log.Warn("relay: create consumer group", "err", err)
-				backoff.wait(ctx)
-				continue
-			}
-			groupReady = true
-		}
-		var (
-			msgs []redis.XMessage
-			err  error
-		)
-		switch {
-		case ownPending:
-			msgs, err = r.read(ctx, key, "0", -1)
-			if err == nil && len(msgs) == 0 {
-				ownPending = false
-				continue
-			}
-		case time.Since(lastClaim) >= r.opts.MinIdle/2:
-			lastClaim = time.Now()
-			msgs, _, err = r.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{
-				Stream: key, Group: r.opts.Group, Consumer: r.opts.Consumer,
-				MinIdle: r.opts.MinIdle, Start: "0-0", Count: int64(r.opts.Batch),
-			}).Result()
-			if len(msgs) > 0 {
-				log.Info("relay: reclaimed intents of another relay", "count", len(msgs))
-			}
-		default:
-			// Yield before reading: entries left unread are nobody's, so
-			// holding back never ages them towards another relay's claim.
-			r.yield(ctx)
-			msgs, err = r.read(ctx, key, ">", r.opts.Block)
-		}
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			if strings.HasPrefix(err.Error(), "NOGROUP") {
-				groupReady = false // the stream was lost (Redis restart): recreate
-				continue
-			}
-			log.Warn("relay: read intents", "err", err)
-			backoff.wait(ctx)
-			continue
-		}
-		if len(msgs) == 0 {
-			continue
-		}
-		if failed := r.process(ctx, key, msgs); failed > 0 {
-			// Leave them pending and retry them from our own list after a
-			// pause: Temporal may be down, and they must not be lost.
-			ownPending = true
-			backoff.wait(ctx)
-			continue
-		}
-		backoff.reset()
-	}
+// Reading returns what the relay reads now.
+func (r *Relay) Reading() Reading {
+	return Reading{int(r.liveSales.Load()), int(r.streamsRead.Load()), int(r.blockingReads.Load())}
 }
 
-func (r *Relay) read(ctx context.Context, key, from string, block time.Duration) ([]redis.XMessage, error) {
-	res, err := r.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
-		Group: r.opts.Group, Consumer: r.opts.Consumer,
-		Streams: []string{key, from}, Count: int64(r.opts.Batch), Block: block,
-	}).Result()
-	if errors.Is(err, redis.Nil) {
-		return nil, nil
-	}
-	if err != nil || len(res) == 0 {
-		return nil, err
-	}
-	return res[0].Messages, nil
+// batch is entries read from one stream.
+type batch struct {
+	s    *stream
+	msgs []redis.XMessage
 }
 
-func (r *Relay) ensureGroup(ctx context.Context, key string) error {
-	err := r.rdb.XGroupCreateMkStream(ctx, key, r.opts.Group, "0").Err()
-	if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
-		return err
+// process starts the workflows of the batches' entries in parallel and
+// acknowledges (and deletes) the entries whose start Temporal accepted.
+// It returns how many failed in each batch; those stay pending.
+func (r *Relay) process(ctx context.Context, batches []batch) []int {
+	type job struct {
+		batch int
+		entry string
+		in    workflows.OrderInput
 	}
-	return nil
-}
-
-// process starts the workflows of msgs in parallel and acknowledges (and
-// deletes) the entries whose start Temporal accepted. It returns how many
-// failed; those stay pending.
-func (r *Relay) process(ctx context.Context, key string, msgs []redis.XMessage) int {
-	inputs := make([]*workflows.OrderInput, len(msgs))
-	var ids []int64
-	var done []string
-	for i, m := range msgs {
-		in, err := parseIntent(m.Values)
-		if err != nil {
-			r.dropped.Add(1)
-			r.opts.Logger.Error("relay: dropping malformed intent", "stream", key, "entry", m.ID, "err", err)
-			done = append(done, m.ID)
-			continue
+	var (
+		jobs   []job
+		ids    []int64
+		done   = make([][]string, len(batches))
+		failed = make([]int, len(batches))
+	)
+	for bi, b := range batches {
+		for _, m := range b.msgs {
+			in, err := parseIntent(m.Values, r.opts.PaymentTimeout)
+			if err != nil {
+				r.dropped.Add(1)
+				r.opts.Logger.Error("relay: dropping malformed intent", "stream", b.s.key, "entry", m.ID, "err", err)
+				done[bi] = append(done[bi], m.ID)
+				continue
+			}
+			jobs = append(jobs, job{bi, m.ID, in})
+			ids = append(ids, in.Order.OrderID)
 		}
-		in.PaymentTimeout = r.opts.PaymentTimeout
-		inputs[i] = &in
-		ids = append(ids, in.Order.OrderID)
 	}
-	if r.opts.BeforeStart != nil {
+	if r.opts.BeforeStart != nil && len(ids) > 0 {
 		r.opts.BeforeStart(ctx, ids)
 		if ctx.Err() != nil {
-			return len(ids)
+			for _, j := range jobs {
+				failed[j.batch]++
+			}
+			return failed
 		}
 	}
 	var (
 		mu     sync.Mutex
-		failed int
+		logged bool
 		wg     sync.WaitGroup
 		sem    = make(chan struct{}, r.opts.Parallel)
 	)
-	for i, in := range inputs {
-		if in == nil {
-			continue
-		}
+	for _, j := range jobs {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
 			sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			created, err := r.starter.Start(sctx, *in)
+			created, err := r.starter.Start(sctx, j.in)
 			cancel()
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
 			case err != nil:
-				failed++
+				failed[j.batch]++
 				r.failures.Add(1)
-				if ctx.Err() == nil && failed == 1 {
-					r.opts.Logger.Warn("relay: start order workflow", "order_id", in.Order.OrderID, "err", err)
+				if ctx.Err() == nil && !logged {
+					logged = true
+					r.opts.Logger.Warn("relay: start order workflow", "order_id", j.in.Order.OrderID, "sale_id", j.in.Order.SaleID, "err", err)
 				}
 			case created:
 				r.created.Add(1)
-				r.startLatency.Observe(time.Since(in.ReservedAt).Seconds())
-				done = append(done, msgs[i].ID)
+				r.startLatency.Observe(time.Since(j.in.ReservedAt).Seconds())
+				done[j.batch] = append(done[j.batch], j.entry)
 			default:
 				r.duplicates.Add(1)
-				done = append(done, msgs[i].ID)
+				done[j.batch] = append(done[j.batch], j.entry)
 			}
 		})
 	}
 	wg.Wait()
-	if len(done) > 0 {
-		actx := context.WithoutCancel(ctx)
-		pipe := r.rdb.Pipeline()
-		pipe.XAck(actx, key, r.opts.Group, done...)
-		pipe.XDel(actx, key, done...)
+	actx := context.WithoutCancel(ctx)
+	pipe := r.rdb.Pipeline()
+	for bi, ids := range done {
+		if len(ids) > 0 {
+			pipe.XAck(actx, batches[bi].s.key, r.opts.Group, ids...)
+			pipe.XDel(actx, batches[bi].s.key, ids...)
+		}
+	}
+	if pipe.Len() > 0 {
 		if _, err := pipe.Exec(actx); err != nil {
 			// The starts happened; the entries will be started again, which
 			// finds the workflows existing and acknowledges them then.
@@ -374,8 +321,12 @@ func (r *Relay) yield(ctx context.Context) {
 	r.yieldMu.Unlock()
 }
 
-// parseIntent reads an entry written by reserve.lua.
-func parseIntent(v map[string]any) (workflows.OrderInput, error) {
+// parseIntent reads an entry written by reserve.lua. The order's payment
+// timeout is the sale's own (payment_timeout_ms) when the intent carries a
+// positive one, else paymentTimeout. An unreadable payment_timeout_ms falls
+// back to paymentTimeout rather than failing the entry: a dropped intent
+// would leave its buyer's unit held with no workflow to release it.
+func parseIntent(v map[string]any, paymentTimeout time.Duration) (workflows.OrderInput, error) {
 	num := func(k string) (int64, error) {
 		s, _ := v[k].(string)
 		n, err := strconv.ParseInt(s, 10, 64)
@@ -404,6 +355,10 @@ func parseIntent(v map[string]any) (workflows.OrderInput, error) {
 	if in.Order.UserID == "" {
 		return in, errors.New("field user_id: empty")
 	}
+	in.PaymentTimeout = paymentTimeout
+	if ms, err := num("payment_timeout_ms"); err == nil && ms > 0 && ms <= math.MaxInt64/int64(time.Millisecond) {
+		in.PaymentTimeout = time.Duration(ms) * time.Millisecond
+	}
 	return in, nil
 }
 
@@ -414,12 +369,21 @@ func newBackoff() *backoff { return &backoff{d: 100 * time.Millisecond} }
 
 func (b *backoff) reset() { b.d = 100 * time.Millisecond }
 
-func (b *backoff) wait(ctx context.Context) {
-	t := time.NewTimer(b.d)
+// next returns the pause to take now and doubles the following one.
+func (b *backoff) next() time.Duration {
+	d := b.d
+	b.d = min(2*b.d, 5*time.Second)
+	return d
+}
+
+func (b *backoff) wait(ctx context.Context) { sleep(ctx, b.next()) }
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
 	case <-t.C:
 	}
-	b.d = min(2*b.d, 5*time.Second)
 }
