@@ -22,6 +22,9 @@ import (
 const (
 	ErrTypeOutOfStock   = "OutOfStock"
 	ErrTypeInvalidOrder = "InvalidOrder"
+	// ErrTypeSaleCancelled: an operator cancelled the sale before the
+	// order deducted its unit; the workflow ends the order CANCELLED.
+	ErrTypeSaleCancelled = "SaleCancelled"
 )
 
 // Activities holds the dependencies of the saga steps.
@@ -134,6 +137,8 @@ func classify(err error) error {
 		return nil
 	case errors.Is(err, domain.ErrOutOfStock):
 		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeOutOfStock, err)
+	case errors.Is(err, domain.ErrSaleCancelled):
+		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeSaleCancelled, err)
 	case errors.Is(err, domain.ErrInvalidOrder), errors.Is(err, domain.ErrConflict), errors.Is(err, domain.ErrNotFound),
 		errors.Is(err, domain.ErrCompensated):
 		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeInvalidOrder, err)

@@ -46,6 +46,9 @@ func TestOpenAPIDocument(t *testing.T) {
 		"list-orders":  {"401"},
 		"pay-order":    {"401", "404", "409", "503"},
 		"cancel-order": {"401", "404", "409", "503"},
+		"end-sale":     {"401", "403", "404", "503"},
+		"add-units":    {"401", "403", "404", "409", "422", "503"},
+		"cancel-sale":  {"401", "403", "404", "503"},
 		"healthz":      nil,
 		"readyz":       {"503"},
 	}

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"github.com/seckill/seckill/ent/order"
 	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
+	"github.com/seckill/seckill/workflows"
 )
 
 // Sale is a sale on the wire.
@@ -24,9 +26,12 @@ type Sale struct {
 	PriceCents int64     `json:"price_cents"`
 	Stock      int       `json:"stock" doc:"Units put on sale."`
 	Remaining  int       `json:"remaining" doc:"Units still available (live, from Redis)."`
-	State      string    `json:"state" enum:"upcoming,active,sold_out,ended"`
+	State      string    `json:"state" enum:"upcoming,active,sold_out,ended,cancelled" doc:"cancelled: an operator cancelled the sale (it has ended, and its unpaid orders are cancelled)."`
 	StartsAt   time.Time `json:"starts_at"`
 	EndsAt     time.Time `json:"ends_at"`
+	// CancelledAt is set once an operator cancelled the sale.
+	CancelledAt           *time.Time `json:"cancelled_at,omitempty" doc:"When an operator cancelled the sale."`
+	PaymentTimeoutSeconds int        `json:"payment_timeout_seconds" doc:"How long a buyer of this sale has to pay, in seconds (the sale's own, or the server's default)."`
 }
 
 // CreateSaleBody is what an operator sends to create a sale.
@@ -50,6 +55,8 @@ type SaleStats struct {
 	RelayBacklog   int64          `json:"relay_backlog" doc:"Admitted orders whose workflow has not started yet."`
 	Pending        int64          `json:"pending" doc:"Admitted orders without an order row yet."`
 	Orders         map[string]int `json:"orders" doc:"Order rows by status."`
+	OpenOrders     int64          `json:"open_orders" doc:"Orders neither final nor paid: PENDING and AWAITING_PAYMENT rows plus admitted orders without a row."`
+	Cancelling     bool           `json:"cancelling" doc:"The sale was cancelled and its open orders are still being cancelled."`
 }
 
 func (s *Server) registerSales() {
@@ -63,6 +70,7 @@ func (s *Server) registerSales() {
 		sl, err := s.deps.Store.CreateSale(ctx, store.NewSale{
 			Name: in.Body.Name, PriceCents: in.Body.PriceCents, Stock: in.Body.Stock,
 			StartsAt: in.Body.StartsAt, EndsAt: in.Body.EndsAt,
+			PaymentTimeout: time.Duration(in.Body.PaymentTimeoutSeconds) * time.Second,
 		})
 		if err != nil {
 			return nil, toHTTP(ctx, unavailable(err))
@@ -142,6 +150,8 @@ func (s *Server) stats(ctx context.Context, id int64) (SaleStats, error) {
 		}
 	}
 	st.Pending = max(0, rs.Buyers-int64(live))
+	st.OpenOrders = st.Pending + int64(counts[domain.StatusPending]+counts[domain.StatusAwaitingPayment])
+	st.Cancelling = sl.CancelledAt != nil && st.OpenOrders > 0
 	return st, nil
 }
 
@@ -155,6 +165,8 @@ func (s *Server) saleView(ctx context.Context, sl *ent.Sale) Sale {
 	now := time.Now()
 	state := "active"
 	switch {
+	case sl.CancelledAt != nil:
+		state = "cancelled"
 	case now.Before(sl.StartsAt):
 		state = "upcoming"
 	case !now.Before(sl.EndsAt):
@@ -162,11 +174,26 @@ func (s *Server) saleView(ctx context.Context, sl *ent.Sale) Sale {
 	case remaining <= 0:
 		state = "sold_out"
 	}
-	return Sale{
+	v := Sale{
 		ID: strconv.FormatInt(sl.ID, 10), Name: sl.Name, PriceCents: sl.PriceCents,
 		Stock: sl.TotalStock, Remaining: remaining, State: state,
 		StartsAt: sl.StartsAt.UTC(), EndsAt: sl.EndsAt.UTC(),
+		PaymentTimeoutSeconds: int(s.paymentTimeout(sl) / time.Second),
 	}
+	if sl.CancelledAt != nil {
+		at := sl.CancelledAt.UTC()
+		v.CancelledAt = &at
+	}
+	return v
+}
+
+// paymentTimeout is how long a buyer of the sale has to pay: the sale's
+// own timeout, or the one the relay gives every workflow.
+func (s *Server) paymentTimeout(sl *ent.Sale) time.Duration {
+	if sl.PaymentTimeoutSeconds != nil {
+		return time.Duration(*sl.PaymentTimeoutSeconds) * time.Second
+	}
+	return cmp.Or(s.cfg.Relay.PaymentTimeout, workflows.DefaultPaymentTimeout)
 }
 
 // Warm loads sale id into Redis unless Redis has it already.
@@ -181,21 +208,35 @@ func (s *Server) Warm(ctx context.Context, id int64) error {
 // warmSale loads a sale into Redis from the database: its stock and the
 // buyers holding live orders. It does nothing to a sale Redis already has.
 func (s *Server) warmSale(ctx context.Context, sl *ent.Sale) error {
+	rs, err := s.redisSale(ctx, sl)
+	if err != nil {
+		return err
+	}
+	_, err = s.deps.Stock.Warm(ctx, rs)
+	return err
+}
+
+// redisSale is what Redis needs to admit buyers to sl, read from the
+// database.
+func (s *Server) redisSale(ctx context.Context, sl *ent.Sale) (stock.Sale, error) {
 	live, err := s.deps.Store.Client().Order.Query().
 		Where(order.SaleID(sl.ID), order.StatusIn(order.StatusPENDING, order.StatusAWAITING_PAYMENT, order.StatusPAID)).
 		Select(order.FieldID, order.FieldUserID).All(ctx)
 	if err != nil {
-		return err
+		return stock.Sale{}, err
 	}
 	buyers := make(map[string]int64, len(live))
 	for _, o := range live {
 		buyers[o.UserID] = o.ID
 	}
-	_, err = s.deps.Stock.Warm(ctx, stock.Sale{
+	rs := stock.Sale{
 		ID: sl.ID, PriceCents: sl.PriceCents, StartsAt: sl.StartsAt, EndsAt: sl.EndsAt,
 		Remaining: sl.Stock, Buyers: buyers,
-	})
-	return err
+	}
+	if sl.PaymentTimeoutSeconds != nil {
+		rs.PaymentTimeout = time.Duration(*sl.PaymentTimeoutSeconds) * time.Second
+	}
+	return rs, nil
 }
 
 // notFoundOr keeps not-found errors and marks the rest as unavailability.

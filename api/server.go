@@ -115,6 +115,9 @@ type Server struct {
 	inFlight chan struct{}
 	metrics  *metrics
 	reg      *prometheus.Registry
+	// cancels are the cancelled sales whose open orders this instance is
+	// cancelling in the background (operator.go).
+	cancels *cancellations
 }
 
 // New builds a Server; call Run to start its background work and mount
@@ -136,6 +139,7 @@ func New(cfg Config, deps Deps) *Server {
 		cfg.Relay.Metrics = s.reg
 	}
 	s.soldOut.ttl = cfg.SoldOutTTL
+	s.cancels = newCancellations()
 	s.inFlight = make(chan struct{}, cfg.MaxInFlight)
 	if cfg.Relay.Busy == nil {
 		// The relay holds its starts back while purchases are in flight
@@ -155,6 +159,7 @@ func New(cfg Config, deps Deps) *Server {
 	s.api = humago.New(s.mux, hc)
 	s.api.UseMiddleware(s.shed, s.authenticate)
 	s.registerSales()
+	s.registerOperator()
 	s.registerOrders()
 	s.registerHealth()
 	s.registerInfo()
@@ -182,14 +187,16 @@ func (s *Server) Registry() *prometheus.Registry { return s.reg }
 // Relay is the relay this instance runs.
 func (s *Server) Relay() *relay.Relay { return s.relay }
 
-// Run runs the background work: the relay, the websocket hub and the
-// restock listener. It returns when ctx ends.
+// Run runs the background work: the relay, the websocket hub, the
+// restock listener and the cancellations of cancelled sales (resumed on
+// start). It returns when ctx ends.
 func (s *Server) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	for name, run := range map[string]func(context.Context) error{
-		"relay":   s.relay.Run,
-		"hub":     s.hub.Run,
-		"restock": s.listenRestock,
+		"relay":         s.relay.Run,
+		"hub":           s.hub.Run,
+		"restock":       s.listenRestock,
+		"cancellations": s.runCancellations,
 	} {
 		wg.Go(func() {
 			if err := run(ctx); err != nil && ctx.Err() == nil {

@@ -156,6 +156,9 @@ var (
 	// ErrCompensated means a forward step arrived after its order had been
 	// compensated (a deduction whose restore already ran): it must not land.
 	ErrCompensated = errors.New("order already compensated")
+	// ErrSaleCancelled means an operator cancelled the order's sale before
+	// the order's stock was deducted: the order ends without a sale.
+	ErrSaleCancelled = errors.New("sale cancelled")
 )
 
 // AlreadyPurchasedError is returned when the buyer already holds a unit of

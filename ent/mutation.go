@@ -867,26 +867,29 @@ func (m *OrderMutation) ResetEdge(name string) error {
 // SaleMutation represents an operation that mutates the Sale nodes in the graph.
 type SaleMutation struct {
 	config
-	op             Op
-	typ            string
-	id             *int64
-	name           *string
-	price_cents    *int64
-	addprice_cents *int64
-	total_stock    *int
-	addtotal_stock *int
-	stock          *int
-	addstock       *int
-	starts_at      *time.Time
-	ends_at        *time.Time
-	created_at     *time.Time
-	clearedFields  map[string]struct{}
-	orders         map[int64]struct{}
-	removedorders  map[int64]struct{}
-	clearedorders  bool
-	done           bool
-	oldValue       func(context.Context) (*Sale, error)
-	predicates     []predicate.Sale
+	op                         Op
+	typ                        string
+	id                         *int64
+	name                       *string
+	price_cents                *int64
+	addprice_cents             *int64
+	total_stock                *int
+	addtotal_stock             *int
+	stock                      *int
+	addstock                   *int
+	starts_at                  *time.Time
+	ends_at                    *time.Time
+	created_at                 *time.Time
+	cancelled_at               *time.Time
+	payment_timeout_seconds    *int
+	addpayment_timeout_seconds *int
+	clearedFields              map[string]struct{}
+	orders                     map[int64]struct{}
+	removedorders              map[int64]struct{}
+	clearedorders              bool
+	done                       bool
+	oldValue                   func(context.Context) (*Sale, error)
+	predicates                 []predicate.Sale
 }
 
 var _ ent.Mutation = (*SaleMutation)(nil)
@@ -1305,6 +1308,125 @@ func (m *SaleMutation) ResetCreatedAt() {
 	m.created_at = nil
 }
 
+// SetCancelledAt sets the "cancelled_at" field.
+func (m *SaleMutation) SetCancelledAt(t time.Time) {
+	m.cancelled_at = &t
+}
+
+// CancelledAt returns the value of the "cancelled_at" field in the mutation.
+func (m *SaleMutation) CancelledAt() (r time.Time, exists bool) {
+	v := m.cancelled_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCancelledAt returns the old "cancelled_at" field's value of the Sale entity.
+// If the Sale object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SaleMutation) OldCancelledAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCancelledAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCancelledAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCancelledAt: %w", err)
+	}
+	return oldValue.CancelledAt, nil
+}
+
+// ClearCancelledAt clears the value of the "cancelled_at" field.
+func (m *SaleMutation) ClearCancelledAt() {
+	m.cancelled_at = nil
+	m.clearedFields[sale.FieldCancelledAt] = struct{}{}
+}
+
+// CancelledAtCleared returns if the "cancelled_at" field was cleared in this mutation.
+func (m *SaleMutation) CancelledAtCleared() bool {
+	_, ok := m.clearedFields[sale.FieldCancelledAt]
+	return ok
+}
+
+// ResetCancelledAt resets all changes to the "cancelled_at" field.
+func (m *SaleMutation) ResetCancelledAt() {
+	m.cancelled_at = nil
+	delete(m.clearedFields, sale.FieldCancelledAt)
+}
+
+// SetPaymentTimeoutSeconds sets the "payment_timeout_seconds" field.
+func (m *SaleMutation) SetPaymentTimeoutSeconds(i int) {
+	m.payment_timeout_seconds = &i
+	m.addpayment_timeout_seconds = nil
+}
+
+// PaymentTimeoutSeconds returns the value of the "payment_timeout_seconds" field in the mutation.
+func (m *SaleMutation) PaymentTimeoutSeconds() (r int, exists bool) {
+	v := m.payment_timeout_seconds
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldPaymentTimeoutSeconds returns the old "payment_timeout_seconds" field's value of the Sale entity.
+// If the Sale object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SaleMutation) OldPaymentTimeoutSeconds(ctx context.Context) (v *int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldPaymentTimeoutSeconds is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldPaymentTimeoutSeconds requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldPaymentTimeoutSeconds: %w", err)
+	}
+	return oldValue.PaymentTimeoutSeconds, nil
+}
+
+// AddPaymentTimeoutSeconds adds i to the "payment_timeout_seconds" field.
+func (m *SaleMutation) AddPaymentTimeoutSeconds(i int) {
+	if m.addpayment_timeout_seconds != nil {
+		*m.addpayment_timeout_seconds += i
+	} else {
+		m.addpayment_timeout_seconds = &i
+	}
+}
+
+// AddedPaymentTimeoutSeconds returns the value that was added to the "payment_timeout_seconds" field in this mutation.
+func (m *SaleMutation) AddedPaymentTimeoutSeconds() (r int, exists bool) {
+	v := m.addpayment_timeout_seconds
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ClearPaymentTimeoutSeconds clears the value of the "payment_timeout_seconds" field.
+func (m *SaleMutation) ClearPaymentTimeoutSeconds() {
+	m.payment_timeout_seconds = nil
+	m.addpayment_timeout_seconds = nil
+	m.clearedFields[sale.FieldPaymentTimeoutSeconds] = struct{}{}
+}
+
+// PaymentTimeoutSecondsCleared returns if the "payment_timeout_seconds" field was cleared in this mutation.
+func (m *SaleMutation) PaymentTimeoutSecondsCleared() bool {
+	_, ok := m.clearedFields[sale.FieldPaymentTimeoutSeconds]
+	return ok
+}
+
+// ResetPaymentTimeoutSeconds resets all changes to the "payment_timeout_seconds" field.
+func (m *SaleMutation) ResetPaymentTimeoutSeconds() {
+	m.payment_timeout_seconds = nil
+	m.addpayment_timeout_seconds = nil
+	delete(m.clearedFields, sale.FieldPaymentTimeoutSeconds)
+}
+
 // AddOrderIDs adds the "orders" edge to the Order entity by ids.
 func (m *SaleMutation) AddOrderIDs(ids ...int64) {
 	if m.orders == nil {
@@ -1393,7 +1515,7 @@ func (m *SaleMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *SaleMutation) Fields() []string {
-	fields := make([]string, 0, 7)
+	fields := make([]string, 0, 9)
 	if m.name != nil {
 		fields = append(fields, sale.FieldName)
 	}
@@ -1414,6 +1536,12 @@ func (m *SaleMutation) Fields() []string {
 	}
 	if m.created_at != nil {
 		fields = append(fields, sale.FieldCreatedAt)
+	}
+	if m.cancelled_at != nil {
+		fields = append(fields, sale.FieldCancelledAt)
+	}
+	if m.payment_timeout_seconds != nil {
+		fields = append(fields, sale.FieldPaymentTimeoutSeconds)
 	}
 	return fields
 }
@@ -1437,6 +1565,10 @@ func (m *SaleMutation) Field(name string) (ent.Value, bool) {
 		return m.EndsAt()
 	case sale.FieldCreatedAt:
 		return m.CreatedAt()
+	case sale.FieldCancelledAt:
+		return m.CancelledAt()
+	case sale.FieldPaymentTimeoutSeconds:
+		return m.PaymentTimeoutSeconds()
 	}
 	return nil, false
 }
@@ -1460,6 +1592,10 @@ func (m *SaleMutation) OldField(ctx context.Context, name string) (ent.Value, er
 		return m.OldEndsAt(ctx)
 	case sale.FieldCreatedAt:
 		return m.OldCreatedAt(ctx)
+	case sale.FieldCancelledAt:
+		return m.OldCancelledAt(ctx)
+	case sale.FieldPaymentTimeoutSeconds:
+		return m.OldPaymentTimeoutSeconds(ctx)
 	}
 	return nil, fmt.Errorf("unknown Sale field %s", name)
 }
@@ -1518,6 +1654,20 @@ func (m *SaleMutation) SetField(name string, value ent.Value) error {
 		}
 		m.SetCreatedAt(v)
 		return nil
+	case sale.FieldCancelledAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCancelledAt(v)
+		return nil
+	case sale.FieldPaymentTimeoutSeconds:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetPaymentTimeoutSeconds(v)
+		return nil
 	}
 	return fmt.Errorf("unknown Sale field %s", name)
 }
@@ -1535,6 +1685,9 @@ func (m *SaleMutation) AddedFields() []string {
 	if m.addstock != nil {
 		fields = append(fields, sale.FieldStock)
 	}
+	if m.addpayment_timeout_seconds != nil {
+		fields = append(fields, sale.FieldPaymentTimeoutSeconds)
+	}
 	return fields
 }
 
@@ -1549,6 +1702,8 @@ func (m *SaleMutation) AddedField(name string) (ent.Value, bool) {
 		return m.AddedTotalStock()
 	case sale.FieldStock:
 		return m.AddedStock()
+	case sale.FieldPaymentTimeoutSeconds:
+		return m.AddedPaymentTimeoutSeconds()
 	}
 	return nil, false
 }
@@ -1579,6 +1734,13 @@ func (m *SaleMutation) AddField(name string, value ent.Value) error {
 		}
 		m.AddStock(v)
 		return nil
+	case sale.FieldPaymentTimeoutSeconds:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddPaymentTimeoutSeconds(v)
+		return nil
 	}
 	return fmt.Errorf("unknown Sale numeric field %s", name)
 }
@@ -1586,7 +1748,14 @@ func (m *SaleMutation) AddField(name string, value ent.Value) error {
 // ClearedFields returns all nullable fields that were cleared during this
 // mutation.
 func (m *SaleMutation) ClearedFields() []string {
-	return nil
+	var fields []string
+	if m.FieldCleared(sale.FieldCancelledAt) {
+		fields = append(fields, sale.FieldCancelledAt)
+	}
+	if m.FieldCleared(sale.FieldPaymentTimeoutSeconds) {
+		fields = append(fields, sale.FieldPaymentTimeoutSeconds)
+	}
+	return fields
 }
 
 // FieldCleared returns a boolean indicating if a field with the given name was
@@ -1599,6 +1768,14 @@ func (m *SaleMutation) FieldCleared(name string) bool {
 // ClearField clears the value of the field with the given name. It returns an
 // error if the field is not defined in the schema.
 func (m *SaleMutation) ClearField(name string) error {
+	switch name {
+	case sale.FieldCancelledAt:
+		m.ClearCancelledAt()
+		return nil
+	case sale.FieldPaymentTimeoutSeconds:
+		m.ClearPaymentTimeoutSeconds()
+		return nil
+	}
 	return fmt.Errorf("unknown Sale nullable field %s", name)
 }
 
@@ -1626,6 +1803,12 @@ func (m *SaleMutation) ResetField(name string) error {
 		return nil
 	case sale.FieldCreatedAt:
 		m.ResetCreatedAt()
+		return nil
+	case sale.FieldCancelledAt:
+		m.ResetCancelledAt()
+		return nil
+	case sale.FieldPaymentTimeoutSeconds:
+		m.ResetPaymentTimeoutSeconds()
 		return nil
 	}
 	return fmt.Errorf("unknown Sale field %s", name)

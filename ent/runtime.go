@@ -101,6 +101,10 @@ func init() {
 	saleDescCreatedAt := saleFields[7].Descriptor()
 	// sale.DefaultCreatedAt holds the default value on creation for the created_at field.
 	sale.DefaultCreatedAt = saleDescCreatedAt.Default.(func() time.Time)
+	// saleDescPaymentTimeoutSeconds is the schema descriptor for payment_timeout_seconds field.
+	saleDescPaymentTimeoutSeconds := saleFields[9].Descriptor()
+	// sale.PaymentTimeoutSecondsValidator is a validator for the "payment_timeout_seconds" field. It is called by the builders before save.
+	sale.PaymentTimeoutSecondsValidator = saleDescPaymentTimeoutSeconds.Validators[0].(func(int) error)
 	// saleDescID is the schema descriptor for id field.
 	saleDescID := saleFields[0].Descriptor()
 	// sale.IDValidator is a validator for the "id" field. It is called by the builders before save.

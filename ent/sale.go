@@ -31,6 +31,10 @@ type Sale struct {
 	EndsAt time.Time `json:"ends_at,omitempty"`
 	// CreatedAt holds the value of the "created_at" field.
 	CreatedAt time.Time `json:"created_at,omitempty"`
+	// CancelledAt holds the value of the "cancelled_at" field.
+	CancelledAt *time.Time `json:"cancelled_at,omitempty"`
+	// PaymentTimeoutSeconds holds the value of the "payment_timeout_seconds" field.
+	PaymentTimeoutSeconds *int `json:"payment_timeout_seconds,omitempty"`
 	// Edges holds the relations/edges for other nodes in the graph.
 	// The values are being populated by the SaleQuery when eager-loading is set.
 	Edges        SaleEdges `json:"edges"`
@@ -60,11 +64,11 @@ func (*Sale) scanValues(columns []string) ([]any, error) {
 	values := make([]any, len(columns))
 	for i := range columns {
 		switch columns[i] {
-		case sale.FieldID, sale.FieldPriceCents, sale.FieldTotalStock, sale.FieldStock:
+		case sale.FieldID, sale.FieldPriceCents, sale.FieldTotalStock, sale.FieldStock, sale.FieldPaymentTimeoutSeconds:
 			values[i] = new(sql.NullInt64)
 		case sale.FieldName:
 			values[i] = new(sql.NullString)
-		case sale.FieldStartsAt, sale.FieldEndsAt, sale.FieldCreatedAt:
+		case sale.FieldStartsAt, sale.FieldEndsAt, sale.FieldCreatedAt, sale.FieldCancelledAt:
 			values[i] = new(sql.NullTime)
 		default:
 			values[i] = new(sql.UnknownType)
@@ -129,6 +133,20 @@ func (_m *Sale) assignValues(columns []string, values []any) error {
 			} else if value.Valid {
 				_m.CreatedAt = value.Time
 			}
+		case sale.FieldCancelledAt:
+			if value, ok := values[i].(*sql.NullTime); !ok {
+				return fmt.Errorf("unexpected type %T for field cancelled_at", values[i])
+			} else if value.Valid {
+				_m.CancelledAt = new(time.Time)
+				*_m.CancelledAt = value.Time
+			}
+		case sale.FieldPaymentTimeoutSeconds:
+			if value, ok := values[i].(*sql.NullInt64); !ok {
+				return fmt.Errorf("unexpected type %T for field payment_timeout_seconds", values[i])
+			} else if value.Valid {
+				_m.PaymentTimeoutSeconds = new(int)
+				*_m.PaymentTimeoutSeconds = int(value.Int64)
+			}
 		default:
 			_m.selectValues.Set(columns[i], values[i])
 		}
@@ -190,6 +208,16 @@ func (_m *Sale) String() string {
 	builder.WriteString(", ")
 	builder.WriteString("created_at=")
 	builder.WriteString(_m.CreatedAt.Format(time.ANSIC))
+	builder.WriteString(", ")
+	if v := _m.CancelledAt; v != nil {
+		builder.WriteString("cancelled_at=")
+		builder.WriteString(v.Format(time.ANSIC))
+	}
+	builder.WriteString(", ")
+	if v := _m.PaymentTimeoutSeconds; v != nil {
+		builder.WriteString("payment_timeout_seconds=")
+		builder.WriteString(fmt.Sprintf("%v", *v))
+	}
 	builder.WriteByte(')')
 	return builder.String()
 }

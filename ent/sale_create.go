@@ -73,6 +73,34 @@ func (_c *SaleCreate) SetNillableCreatedAt(v *time.Time) *SaleCreate {
 	return _c
 }
 
+// SetCancelledAt sets the "cancelled_at" field.
+func (_c *SaleCreate) SetCancelledAt(v time.Time) *SaleCreate {
+	_c.mutation.SetCancelledAt(v)
+	return _c
+}
+
+// SetNillableCancelledAt sets the "cancelled_at" field if the given value is not nil.
+func (_c *SaleCreate) SetNillableCancelledAt(v *time.Time) *SaleCreate {
+	if v != nil {
+		_c.SetCancelledAt(*v)
+	}
+	return _c
+}
+
+// SetPaymentTimeoutSeconds sets the "payment_timeout_seconds" field.
+func (_c *SaleCreate) SetPaymentTimeoutSeconds(v int) *SaleCreate {
+	_c.mutation.SetPaymentTimeoutSeconds(v)
+	return _c
+}
+
+// SetNillablePaymentTimeoutSeconds sets the "payment_timeout_seconds" field if the given value is not nil.
+func (_c *SaleCreate) SetNillablePaymentTimeoutSeconds(v *int) *SaleCreate {
+	if v != nil {
+		_c.SetPaymentTimeoutSeconds(*v)
+	}
+	return _c
+}
+
 // SetID sets the "id" field.
 func (_c *SaleCreate) SetID(v int64) *SaleCreate {
 	_c.mutation.SetID(v)
@@ -178,6 +206,11 @@ func (_c *SaleCreate) check() error {
 	if _, ok := _c.mutation.CreatedAt(); !ok {
 		return &ValidationError{Name: "created_at", err: errors.New(`ent: missing required field "Sale.created_at"`)}
 	}
+	if v, ok := _c.mutation.PaymentTimeoutSeconds(); ok {
+		if err := sale.PaymentTimeoutSecondsValidator(v); err != nil {
+			return &ValidationError{Name: "payment_timeout_seconds", err: fmt.Errorf(`ent: validator failed for field "Sale.payment_timeout_seconds": %w`, err)}
+		}
+	}
 	if v, ok := _c.mutation.ID(); ok {
 		if err := sale.IDValidator(v); err != nil {
 			return &ValidationError{Name: "id", err: fmt.Errorf(`ent: validator failed for field "Sale.id": %w`, err)}
@@ -243,6 +276,14 @@ func (_c *SaleCreate) createSpec() (*Sale, *sqlgraph.CreateSpec) {
 	if value, ok := _c.mutation.CreatedAt(); ok {
 		_spec.SetField(sale.FieldCreatedAt, field.TypeTime, value)
 		_node.CreatedAt = value
+	}
+	if value, ok := _c.mutation.CancelledAt(); ok {
+		_spec.SetField(sale.FieldCancelledAt, field.TypeTime, value)
+		_node.CancelledAt = &value
+	}
+	if value, ok := _c.mutation.PaymentTimeoutSeconds(); ok {
+		_spec.SetField(sale.FieldPaymentTimeoutSeconds, field.TypeInt, value)
+		_node.PaymentTimeoutSeconds = &value
 	}
 	if nodes := _c.mutation.OrdersIDs(); len(nodes) > 0 {
 		edge := &sqlgraph.EdgeSpec{
@@ -324,6 +365,24 @@ func (u *SaleUpsert) UpdateName() *SaleUpsert {
 	return u
 }
 
+// SetTotalStock sets the "total_stock" field.
+func (u *SaleUpsert) SetTotalStock(v int) *SaleUpsert {
+	u.Set(sale.FieldTotalStock, v)
+	return u
+}
+
+// UpdateTotalStock sets the "total_stock" field to the value that was provided on create.
+func (u *SaleUpsert) UpdateTotalStock() *SaleUpsert {
+	u.SetExcluded(sale.FieldTotalStock)
+	return u
+}
+
+// AddTotalStock adds v to the "total_stock" field.
+func (u *SaleUpsert) AddTotalStock(v int) *SaleUpsert {
+	u.Add(sale.FieldTotalStock, v)
+	return u
+}
+
 // SetStock sets the "stock" field.
 func (u *SaleUpsert) SetStock(v int) *SaleUpsert {
 	u.Set(sale.FieldStock, v)
@@ -339,6 +398,48 @@ func (u *SaleUpsert) UpdateStock() *SaleUpsert {
 // AddStock adds v to the "stock" field.
 func (u *SaleUpsert) AddStock(v int) *SaleUpsert {
 	u.Add(sale.FieldStock, v)
+	return u
+}
+
+// SetStartsAt sets the "starts_at" field.
+func (u *SaleUpsert) SetStartsAt(v time.Time) *SaleUpsert {
+	u.Set(sale.FieldStartsAt, v)
+	return u
+}
+
+// UpdateStartsAt sets the "starts_at" field to the value that was provided on create.
+func (u *SaleUpsert) UpdateStartsAt() *SaleUpsert {
+	u.SetExcluded(sale.FieldStartsAt)
+	return u
+}
+
+// SetEndsAt sets the "ends_at" field.
+func (u *SaleUpsert) SetEndsAt(v time.Time) *SaleUpsert {
+	u.Set(sale.FieldEndsAt, v)
+	return u
+}
+
+// UpdateEndsAt sets the "ends_at" field to the value that was provided on create.
+func (u *SaleUpsert) UpdateEndsAt() *SaleUpsert {
+	u.SetExcluded(sale.FieldEndsAt)
+	return u
+}
+
+// SetCancelledAt sets the "cancelled_at" field.
+func (u *SaleUpsert) SetCancelledAt(v time.Time) *SaleUpsert {
+	u.Set(sale.FieldCancelledAt, v)
+	return u
+}
+
+// UpdateCancelledAt sets the "cancelled_at" field to the value that was provided on create.
+func (u *SaleUpsert) UpdateCancelledAt() *SaleUpsert {
+	u.SetExcluded(sale.FieldCancelledAt)
+	return u
+}
+
+// ClearCancelledAt clears the value of the "cancelled_at" field.
+func (u *SaleUpsert) ClearCancelledAt() *SaleUpsert {
+	u.SetNull(sale.FieldCancelledAt)
 	return u
 }
 
@@ -362,17 +463,11 @@ func (u *SaleUpsertOne) UpdateNewValues() *SaleUpsertOne {
 		if _, exists := u.create.mutation.PriceCents(); exists {
 			s.SetIgnore(sale.FieldPriceCents)
 		}
-		if _, exists := u.create.mutation.TotalStock(); exists {
-			s.SetIgnore(sale.FieldTotalStock)
-		}
-		if _, exists := u.create.mutation.StartsAt(); exists {
-			s.SetIgnore(sale.FieldStartsAt)
-		}
-		if _, exists := u.create.mutation.EndsAt(); exists {
-			s.SetIgnore(sale.FieldEndsAt)
-		}
 		if _, exists := u.create.mutation.CreatedAt(); exists {
 			s.SetIgnore(sale.FieldCreatedAt)
+		}
+		if _, exists := u.create.mutation.PaymentTimeoutSeconds(); exists {
+			s.SetIgnore(sale.FieldPaymentTimeoutSeconds)
 		}
 	}))
 	return u
@@ -419,6 +514,27 @@ func (u *SaleUpsertOne) UpdateName() *SaleUpsertOne {
 	})
 }
 
+// SetTotalStock sets the "total_stock" field.
+func (u *SaleUpsertOne) SetTotalStock(v int) *SaleUpsertOne {
+	return u.Update(func(s *SaleUpsert) {
+		s.SetTotalStock(v)
+	})
+}
+
+// AddTotalStock adds v to the "total_stock" field.
+func (u *SaleUpsertOne) AddTotalStock(v int) *SaleUpsertOne {
+	return u.Update(func(s *SaleUpsert) {
+		s.AddTotalStock(v)
+	})
+}
+
+// UpdateTotalStock sets the "total_stock" field to the value that was provided on create.
+func (u *SaleUpsertOne) UpdateTotalStock() *SaleUpsertOne {
+	return u.Update(func(s *SaleUpsert) {
+		s.UpdateTotalStock()
+	})
+}
+
 // SetStock sets the "stock" field.
 func (u *SaleUpsertOne) SetStock(v int) *SaleUpsertOne {
 	return u.Update(func(s *SaleUpsert) {
@@ -437,6 +553,55 @@ func (u *SaleUpsertOne) AddStock(v int) *SaleUpsertOne {
 func (u *SaleUpsertOne) UpdateStock() *SaleUpsertOne {
 	return u.Update(func(s *SaleUpsert) {
 		s.UpdateStock()
+	})
+}
+
+// SetStartsAt sets the "starts_at" field.
+func (u *SaleUpsertOne) SetStartsAt(v time.Time) *SaleUpsertOne {
+	return u.Update(func(s *SaleUpsert) {
+		s.SetStartsAt(v)
+	})
+}
+
+// UpdateStartsAt sets the "starts_at" field to the value that was provided on create.
+func (u *SaleUpsertOne) UpdateStartsAt() *SaleUpsertOne {
+	return u.Update(func(s *SaleUpsert) {
+		s.UpdateStartsAt()
+	})
+}
+
+// SetEndsAt sets the "ends_at" field.
+func (u *SaleUpsertOne) SetEndsAt(v time.Time) *SaleUpsertOne {
+	return u.Update(func(s *SaleUpsert) {
+		s.SetEndsAt(v)
+	})
+}
+
+// UpdateEndsAt sets the "ends_at" field to the value that was provided on create.
+func (u *SaleUpsertOne) UpdateEndsAt() *SaleUpsertOne {
+	return u.Update(func(s *SaleUpsert) {
+		s.UpdateEndsAt()
+	})
+}
+
+// SetCancelledAt sets the "cancelled_at" field.
+func (u *SaleUpsertOne) SetCancelledAt(v time.Time) *SaleUpsertOne {
+	return u.Update(func(s *SaleUpsert) {
+		s.SetCancelledAt(v)
+	})
+}
+
+// UpdateCancelledAt sets the "cancelled_at" field to the value that was provided on create.
+func (u *SaleUpsertOne) UpdateCancelledAt() *SaleUpsertOne {
+	return u.Update(func(s *SaleUpsert) {
+		s.UpdateCancelledAt()
+	})
+}
+
+// ClearCancelledAt clears the value of the "cancelled_at" field.
+func (u *SaleUpsertOne) ClearCancelledAt() *SaleUpsertOne {
+	return u.Update(func(s *SaleUpsert) {
+		s.ClearCancelledAt()
 	})
 }
 
@@ -625,17 +790,11 @@ func (u *SaleUpsertBulk) UpdateNewValues() *SaleUpsertBulk {
 			if _, exists := b.mutation.PriceCents(); exists {
 				s.SetIgnore(sale.FieldPriceCents)
 			}
-			if _, exists := b.mutation.TotalStock(); exists {
-				s.SetIgnore(sale.FieldTotalStock)
-			}
-			if _, exists := b.mutation.StartsAt(); exists {
-				s.SetIgnore(sale.FieldStartsAt)
-			}
-			if _, exists := b.mutation.EndsAt(); exists {
-				s.SetIgnore(sale.FieldEndsAt)
-			}
 			if _, exists := b.mutation.CreatedAt(); exists {
 				s.SetIgnore(sale.FieldCreatedAt)
+			}
+			if _, exists := b.mutation.PaymentTimeoutSeconds(); exists {
+				s.SetIgnore(sale.FieldPaymentTimeoutSeconds)
 			}
 		}
 	}))
@@ -683,6 +842,27 @@ func (u *SaleUpsertBulk) UpdateName() *SaleUpsertBulk {
 	})
 }
 
+// SetTotalStock sets the "total_stock" field.
+func (u *SaleUpsertBulk) SetTotalStock(v int) *SaleUpsertBulk {
+	return u.Update(func(s *SaleUpsert) {
+		s.SetTotalStock(v)
+	})
+}
+
+// AddTotalStock adds v to the "total_stock" field.
+func (u *SaleUpsertBulk) AddTotalStock(v int) *SaleUpsertBulk {
+	return u.Update(func(s *SaleUpsert) {
+		s.AddTotalStock(v)
+	})
+}
+
+// UpdateTotalStock sets the "total_stock" field to the value that was provided on create.
+func (u *SaleUpsertBulk) UpdateTotalStock() *SaleUpsertBulk {
+	return u.Update(func(s *SaleUpsert) {
+		s.UpdateTotalStock()
+	})
+}
+
 // SetStock sets the "stock" field.
 func (u *SaleUpsertBulk) SetStock(v int) *SaleUpsertBulk {
 	return u.Update(func(s *SaleUpsert) {
@@ -701,6 +881,55 @@ func (u *SaleUpsertBulk) AddStock(v int) *SaleUpsertBulk {
 func (u *SaleUpsertBulk) UpdateStock() *SaleUpsertBulk {
 	return u.Update(func(s *SaleUpsert) {
 		s.UpdateStock()
+	})
+}
+
+// SetStartsAt sets the "starts_at" field.
+func (u *SaleUpsertBulk) SetStartsAt(v time.Time) *SaleUpsertBulk {
+	return u.Update(func(s *SaleUpsert) {
+		s.SetStartsAt(v)
+	})
+}
+
+// UpdateStartsAt sets the "starts_at" field to the value that was provided on create.
+func (u *SaleUpsertBulk) UpdateStartsAt() *SaleUpsertBulk {
+	return u.Update(func(s *SaleUpsert) {
+		s.UpdateStartsAt()
+	})
+}
+
+// SetEndsAt sets the "ends_at" field.
+func (u *SaleUpsertBulk) SetEndsAt(v time.Time) *SaleUpsertBulk {
+	return u.Update(func(s *SaleUpsert) {
+		s.SetEndsAt(v)
+	})
+}
+
+// UpdateEndsAt sets the "ends_at" field to the value that was provided on create.
+func (u *SaleUpsertBulk) UpdateEndsAt() *SaleUpsertBulk {
+	return u.Update(func(s *SaleUpsert) {
+		s.UpdateEndsAt()
+	})
+}
+
+// SetCancelledAt sets the "cancelled_at" field.
+func (u *SaleUpsertBulk) SetCancelledAt(v time.Time) *SaleUpsertBulk {
+	return u.Update(func(s *SaleUpsert) {
+		s.SetCancelledAt(v)
+	})
+}
+
+// UpdateCancelledAt sets the "cancelled_at" field to the value that was provided on create.
+func (u *SaleUpsertBulk) UpdateCancelledAt() *SaleUpsertBulk {
+	return u.Update(func(s *SaleUpsert) {
+		s.UpdateCancelledAt()
+	})
+}
+
+// ClearCancelledAt clears the value of the "cancelled_at" field.
+func (u *SaleUpsertBulk) ClearCancelledAt() *SaleUpsertBulk {
+	return u.Update(func(s *SaleUpsert) {
+		s.ClearCancelledAt()
 	})
 }
 

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
@@ -42,6 +43,27 @@ func (_u *SaleUpdate) SetNillableName(v *string) *SaleUpdate {
 	return _u
 }
 
+// SetTotalStock sets the "total_stock" field.
+func (_u *SaleUpdate) SetTotalStock(v int) *SaleUpdate {
+	_u.mutation.ResetTotalStock()
+	_u.mutation.SetTotalStock(v)
+	return _u
+}
+
+// SetNillableTotalStock sets the "total_stock" field if the given value is not nil.
+func (_u *SaleUpdate) SetNillableTotalStock(v *int) *SaleUpdate {
+	if v != nil {
+		_u.SetTotalStock(*v)
+	}
+	return _u
+}
+
+// AddTotalStock adds value to the "total_stock" field.
+func (_u *SaleUpdate) AddTotalStock(v int) *SaleUpdate {
+	_u.mutation.AddTotalStock(v)
+	return _u
+}
+
 // SetStock sets the "stock" field.
 func (_u *SaleUpdate) SetStock(v int) *SaleUpdate {
 	_u.mutation.ResetStock()
@@ -60,6 +82,54 @@ func (_u *SaleUpdate) SetNillableStock(v *int) *SaleUpdate {
 // AddStock adds value to the "stock" field.
 func (_u *SaleUpdate) AddStock(v int) *SaleUpdate {
 	_u.mutation.AddStock(v)
+	return _u
+}
+
+// SetStartsAt sets the "starts_at" field.
+func (_u *SaleUpdate) SetStartsAt(v time.Time) *SaleUpdate {
+	_u.mutation.SetStartsAt(v)
+	return _u
+}
+
+// SetNillableStartsAt sets the "starts_at" field if the given value is not nil.
+func (_u *SaleUpdate) SetNillableStartsAt(v *time.Time) *SaleUpdate {
+	if v != nil {
+		_u.SetStartsAt(*v)
+	}
+	return _u
+}
+
+// SetEndsAt sets the "ends_at" field.
+func (_u *SaleUpdate) SetEndsAt(v time.Time) *SaleUpdate {
+	_u.mutation.SetEndsAt(v)
+	return _u
+}
+
+// SetNillableEndsAt sets the "ends_at" field if the given value is not nil.
+func (_u *SaleUpdate) SetNillableEndsAt(v *time.Time) *SaleUpdate {
+	if v != nil {
+		_u.SetEndsAt(*v)
+	}
+	return _u
+}
+
+// SetCancelledAt sets the "cancelled_at" field.
+func (_u *SaleUpdate) SetCancelledAt(v time.Time) *SaleUpdate {
+	_u.mutation.SetCancelledAt(v)
+	return _u
+}
+
+// SetNillableCancelledAt sets the "cancelled_at" field if the given value is not nil.
+func (_u *SaleUpdate) SetNillableCancelledAt(v *time.Time) *SaleUpdate {
+	if v != nil {
+		_u.SetCancelledAt(*v)
+	}
+	return _u
+}
+
+// ClearCancelledAt clears the value of the "cancelled_at" field.
+func (_u *SaleUpdate) ClearCancelledAt() *SaleUpdate {
+	_u.mutation.ClearCancelledAt()
 	return _u
 }
 
@@ -138,6 +208,11 @@ func (_u *SaleUpdate) check() error {
 			return &ValidationError{Name: "name", err: fmt.Errorf(`ent: validator failed for field "Sale.name": %w`, err)}
 		}
 	}
+	if v, ok := _u.mutation.TotalStock(); ok {
+		if err := sale.TotalStockValidator(v); err != nil {
+			return &ValidationError{Name: "total_stock", err: fmt.Errorf(`ent: validator failed for field "Sale.total_stock": %w`, err)}
+		}
+	}
 	if v, ok := _u.mutation.Stock(); ok {
 		if err := sale.StockValidator(v); err != nil {
 			return &ValidationError{Name: "stock", err: fmt.Errorf(`ent: validator failed for field "Sale.stock": %w`, err)}
@@ -161,11 +236,32 @@ func (_u *SaleUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	if value, ok := _u.mutation.Name(); ok {
 		_spec.SetField(sale.FieldName, field.TypeString, value)
 	}
+	if value, ok := _u.mutation.TotalStock(); ok {
+		_spec.SetField(sale.FieldTotalStock, field.TypeInt, value)
+	}
+	if value, ok := _u.mutation.AddedTotalStock(); ok {
+		_spec.AddField(sale.FieldTotalStock, field.TypeInt, value)
+	}
 	if value, ok := _u.mutation.Stock(); ok {
 		_spec.SetField(sale.FieldStock, field.TypeInt, value)
 	}
 	if value, ok := _u.mutation.AddedStock(); ok {
 		_spec.AddField(sale.FieldStock, field.TypeInt, value)
+	}
+	if value, ok := _u.mutation.StartsAt(); ok {
+		_spec.SetField(sale.FieldStartsAt, field.TypeTime, value)
+	}
+	if value, ok := _u.mutation.EndsAt(); ok {
+		_spec.SetField(sale.FieldEndsAt, field.TypeTime, value)
+	}
+	if value, ok := _u.mutation.CancelledAt(); ok {
+		_spec.SetField(sale.FieldCancelledAt, field.TypeTime, value)
+	}
+	if _u.mutation.CancelledAtCleared() {
+		_spec.ClearField(sale.FieldCancelledAt, field.TypeTime)
+	}
+	if _u.mutation.PaymentTimeoutSecondsCleared() {
+		_spec.ClearField(sale.FieldPaymentTimeoutSeconds, field.TypeInt)
 	}
 	if _u.mutation.OrdersCleared() {
 		edge := &sqlgraph.EdgeSpec{
@@ -246,6 +342,27 @@ func (_u *SaleUpdateOne) SetNillableName(v *string) *SaleUpdateOne {
 	return _u
 }
 
+// SetTotalStock sets the "total_stock" field.
+func (_u *SaleUpdateOne) SetTotalStock(v int) *SaleUpdateOne {
+	_u.mutation.ResetTotalStock()
+	_u.mutation.SetTotalStock(v)
+	return _u
+}
+
+// SetNillableTotalStock sets the "total_stock" field if the given value is not nil.
+func (_u *SaleUpdateOne) SetNillableTotalStock(v *int) *SaleUpdateOne {
+	if v != nil {
+		_u.SetTotalStock(*v)
+	}
+	return _u
+}
+
+// AddTotalStock adds value to the "total_stock" field.
+func (_u *SaleUpdateOne) AddTotalStock(v int) *SaleUpdateOne {
+	_u.mutation.AddTotalStock(v)
+	return _u
+}
+
 // SetStock sets the "stock" field.
 func (_u *SaleUpdateOne) SetStock(v int) *SaleUpdateOne {
 	_u.mutation.ResetStock()
@@ -264,6 +381,54 @@ func (_u *SaleUpdateOne) SetNillableStock(v *int) *SaleUpdateOne {
 // AddStock adds value to the "stock" field.
 func (_u *SaleUpdateOne) AddStock(v int) *SaleUpdateOne {
 	_u.mutation.AddStock(v)
+	return _u
+}
+
+// SetStartsAt sets the "starts_at" field.
+func (_u *SaleUpdateOne) SetStartsAt(v time.Time) *SaleUpdateOne {
+	_u.mutation.SetStartsAt(v)
+	return _u
+}
+
+// SetNillableStartsAt sets the "starts_at" field if the given value is not nil.
+func (_u *SaleUpdateOne) SetNillableStartsAt(v *time.Time) *SaleUpdateOne {
+	if v != nil {
+		_u.SetStartsAt(*v)
+	}
+	return _u
+}
+
+// SetEndsAt sets the "ends_at" field.
+func (_u *SaleUpdateOne) SetEndsAt(v time.Time) *SaleUpdateOne {
+	_u.mutation.SetEndsAt(v)
+	return _u
+}
+
+// SetNillableEndsAt sets the "ends_at" field if the given value is not nil.
+func (_u *SaleUpdateOne) SetNillableEndsAt(v *time.Time) *SaleUpdateOne {
+	if v != nil {
+		_u.SetEndsAt(*v)
+	}
+	return _u
+}
+
+// SetCancelledAt sets the "cancelled_at" field.
+func (_u *SaleUpdateOne) SetCancelledAt(v time.Time) *SaleUpdateOne {
+	_u.mutation.SetCancelledAt(v)
+	return _u
+}
+
+// SetNillableCancelledAt sets the "cancelled_at" field if the given value is not nil.
+func (_u *SaleUpdateOne) SetNillableCancelledAt(v *time.Time) *SaleUpdateOne {
+	if v != nil {
+		_u.SetCancelledAt(*v)
+	}
+	return _u
+}
+
+// ClearCancelledAt clears the value of the "cancelled_at" field.
+func (_u *SaleUpdateOne) ClearCancelledAt() *SaleUpdateOne {
+	_u.mutation.ClearCancelledAt()
 	return _u
 }
 
@@ -355,6 +520,11 @@ func (_u *SaleUpdateOne) check() error {
 			return &ValidationError{Name: "name", err: fmt.Errorf(`ent: validator failed for field "Sale.name": %w`, err)}
 		}
 	}
+	if v, ok := _u.mutation.TotalStock(); ok {
+		if err := sale.TotalStockValidator(v); err != nil {
+			return &ValidationError{Name: "total_stock", err: fmt.Errorf(`ent: validator failed for field "Sale.total_stock": %w`, err)}
+		}
+	}
 	if v, ok := _u.mutation.Stock(); ok {
 		if err := sale.StockValidator(v); err != nil {
 			return &ValidationError{Name: "stock", err: fmt.Errorf(`ent: validator failed for field "Sale.stock": %w`, err)}
@@ -395,11 +565,32 @@ func (_u *SaleUpdateOne) sqlSave(ctx context.Context) (_node *Sale, err error) {
 	if value, ok := _u.mutation.Name(); ok {
 		_spec.SetField(sale.FieldName, field.TypeString, value)
 	}
+	if value, ok := _u.mutation.TotalStock(); ok {
+		_spec.SetField(sale.FieldTotalStock, field.TypeInt, value)
+	}
+	if value, ok := _u.mutation.AddedTotalStock(); ok {
+		_spec.AddField(sale.FieldTotalStock, field.TypeInt, value)
+	}
 	if value, ok := _u.mutation.Stock(); ok {
 		_spec.SetField(sale.FieldStock, field.TypeInt, value)
 	}
 	if value, ok := _u.mutation.AddedStock(); ok {
 		_spec.AddField(sale.FieldStock, field.TypeInt, value)
+	}
+	if value, ok := _u.mutation.StartsAt(); ok {
+		_spec.SetField(sale.FieldStartsAt, field.TypeTime, value)
+	}
+	if value, ok := _u.mutation.EndsAt(); ok {
+		_spec.SetField(sale.FieldEndsAt, field.TypeTime, value)
+	}
+	if value, ok := _u.mutation.CancelledAt(); ok {
+		_spec.SetField(sale.FieldCancelledAt, field.TypeTime, value)
+	}
+	if _u.mutation.CancelledAtCleared() {
+		_spec.ClearField(sale.FieldCancelledAt, field.TypeTime)
+	}
+	if _u.mutation.PaymentTimeoutSecondsCleared() {
+		_spec.ClearField(sale.FieldPaymentTimeoutSeconds, field.TypeInt)
 	}
 	if _u.mutation.OrdersCleared() {
 		edge := &sqlgraph.EdgeSpec{

@@ -120,8 +120,13 @@ func (rc *Reconciler) sale(ctx context.Context, saleID int64) (Report, error) {
 			}
 		}
 		sl := db.Sale
-		loaded, err := rc.Stock.Load(ctx, stock.Sale{ID: sl.ID, PriceCents: sl.PriceCents,
-			StartsAt: sl.StartsAt, EndsAt: sl.EndsAt, Remaining: sl.Stock, Buyers: live})
+		rebuilt := stock.Sale{ID: sl.ID, PriceCents: sl.PriceCents,
+			StartsAt: sl.StartsAt, EndsAt: sl.EndsAt, Remaining: sl.Stock, Buyers: live}
+		if sl.PaymentTimeoutSeconds != nil {
+			// The sale's own payment timeout goes back into its intents.
+			rebuilt.PaymentTimeout = time.Duration(*sl.PaymentTimeoutSeconds) * time.Second
+		}
+		loaded, err := rc.Stock.Load(ctx, rebuilt)
 		if err != nil {
 			return rep, err
 		}

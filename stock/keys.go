@@ -5,7 +5,7 @@ import "strconv"
 // Keys are the Redis keys of one sale. They share the hash tag {sale:ID}, so
 // on Redis Cluster they live in one slot and one script can touch them all.
 type Keys struct {
-	Meta    string // hash: sale_id, starts_ms, ends_ms, price_cents
+	Meta    string // hash: sale_id, starts_ms, ends_ms, price_cents, payment_timeout_ms (optional)
 	Stock   string // remaining units
 	Buyers  string // hash: user id -> order id of the unit they hold
 	Intents string // stream of admitted orders waiting for their workflow

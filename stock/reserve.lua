@@ -3,7 +3,8 @@
 -- ARGV, and the answers other than 0.
 --
 -- Returns {0, order id} once the buyer is admitted: DECR stock, HSET
--- buyers, XADD the intent, and INCR the version so that a reconciler
+-- buyers, XADD the intent (with the sale's payment_timeout_ms when it has
+-- one), and INCR the version so that a reconciler
 -- holding an older view of the sale repairs nothing.
 redis.call('DECR', KEYS[2])
 redis.call('HSET', KEYS[3], ARGV[1], ARGV[2])
@@ -11,7 +12,14 @@ if ARGV[3] ~= '' then
   redis.call('HSET', KEYS[5], ARGV[1], ARGV[3])
 end
 redis.call('INCR', KEYS[6])
-redis.call('XADD', KEYS[4], '*',
-  'order_id', ARGV[2], 'sale_id', meta[4], 'user_id', ARGV[1],
-  'amount_cents', meta[3], 'reserved_ms', tostring(now))
+local intent = {'order_id', ARGV[2], 'sale_id', meta[4], 'user_id', ARGV[1],
+  'amount_cents', meta[3], 'reserved_ms', tostring(now)}
+-- A sale with its own payment timeout (warm.lua) hands it to the order's
+-- workflow through the intent; without one the relay uses its default.
+local timeout = redis.call('HGET', KEYS[1], 'payment_timeout_ms')
+if timeout then
+  intent[#intent + 1] = 'payment_timeout_ms'
+  intent[#intent + 1] = timeout
+end
+redis.call('XADD', KEYS[4], '*', unpack(intent))
 return {0, ARGV[2]}

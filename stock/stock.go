@@ -168,6 +168,9 @@ type Sale struct {
 	Remaining int
 	// Buyers maps each user holding a unit to their order id.
 	Buyers map[string]int64
+	// PaymentTimeout is the sale's own payment timeout, written into each
+	// intent; 0: the relay's default.
+	PaymentTimeout time.Duration
 }
 
 // Warm loads sale into Redis unless it is loaded already, under the sale's
@@ -189,7 +192,11 @@ func (s *Stock) Load(ctx context.Context, sale Sale) (bool, error) { return s.lo
 
 func (s *Stock) load(ctx context.Context, sale Sale) (bool, error) {
 	k := KeysFor(sale.ID)
-	args := []any{sale.ID, sale.StartsAt.UnixMilli(), sale.EndsAt.UnixMilli(), sale.PriceCents, sale.Remaining}
+	timeout := ""
+	if sale.PaymentTimeout > 0 {
+		timeout = strconv.FormatInt(sale.PaymentTimeout.Milliseconds(), 10)
+	}
+	args := []any{sale.ID, sale.StartsAt.UnixMilli(), sale.EndsAt.UnixMilli(), sale.PriceCents, sale.Remaining, timeout}
 	for user, order := range sale.Buyers {
 		args = append(args, user, strconv.FormatInt(order, 10))
 	}

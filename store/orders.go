@@ -22,6 +22,7 @@ import (
 // before the first attempt's commit and reporting a false out-of-stock.
 //
 // It returns domain.ErrOutOfStock when the sale has no unit left,
+// domain.ErrSaleCancelled when an operator cancelled the sale,
 // domain.ErrInvalidOrder when the sale does not exist, and
 // domain.ErrCompensated when RestoreStock already ran for the order (a
 // deduction that arrives after its compensation must not land).
@@ -35,18 +36,23 @@ func (s *Store) DeductStock(ctx context.Context, ref domain.OrderRef) error {
 			return err
 		}
 		// The update locks the sale row until commit; RestoreStock takes the
-		// same lock before it reads the ledger (see there).
-		n, err := tx.Sale.Update().Where(sale.ID(ref.SaleID), sale.StockGT(0)).AddStock(-1).Save(ctx)
+		// same lock before it reads the ledger (see there), and CancelSale
+		// the same lock to set cancelled_at: a deduction either commits
+		// before the cancellation (its order is then cancelled through its
+		// workflow) or finds the sale cancelled.
+		n, err := tx.Sale.Update().Where(sale.ID(ref.SaleID), sale.StockGT(0), sale.CancelledAtIsNil()).AddStock(-1).Save(ctx)
 		if err != nil {
 			return err
 		}
 		if n == 0 {
-			exists, err := tx.Sale.Query().Where(sale.ID(ref.SaleID)).Exist(ctx)
-			if err != nil {
-				return err
-			}
-			if !exists {
+			sl, err := tx.Sale.Get(ctx, ref.SaleID)
+			switch {
+			case ent.IsNotFound(err):
 				return fmt.Errorf("%w: sale %d does not exist", domain.ErrInvalidOrder, ref.SaleID)
+			case err != nil:
+				return err
+			case sl.CancelledAt != nil:
+				return domain.ErrSaleCancelled
 			}
 			return domain.ErrOutOfStock
 		}

@@ -17,6 +17,9 @@ type NewSale struct {
 	Stock      int
 	StartsAt   time.Time
 	EndsAt     time.Time
+	// PaymentTimeout is the sale's own payment timeout, whole seconds;
+	// 0: the server's.
+	PaymentTimeout time.Duration
 }
 
 // CreateSale writes a sale with its full stock.
@@ -24,14 +27,20 @@ func (s *Store) CreateSale(ctx context.Context, n NewSale) (*ent.Sale, error) {
 	if !n.EndsAt.After(n.StartsAt) {
 		return nil, fmt.Errorf("%w: ends_at must be after starts_at", domain.ErrInvalidOrder)
 	}
-	sl, err := s.db.Sale.Create().
+	c := s.db.Sale.Create().
 		SetName(n.Name).
 		SetPriceCents(n.PriceCents).
 		SetTotalStock(n.Stock).
 		SetStock(n.Stock).
 		SetStartsAt(n.StartsAt.UTC()).
-		SetEndsAt(n.EndsAt.UTC()).
-		Save(ctx)
+		SetEndsAt(n.EndsAt.UTC())
+	if n.PaymentTimeout > 0 {
+		c.SetPaymentTimeoutSeconds(int(n.PaymentTimeout / time.Second))
+	}
+	sl, err := c.Save(ctx)
+	if ent.IsValidationError(err) {
+		return nil, fmt.Errorf("%w: %v", domain.ErrInvalidOrder, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("create sale: %w", err)
 	}

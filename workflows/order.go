@@ -4,6 +4,7 @@ package workflows
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -107,7 +108,7 @@ var (
 			InitialInterval:        200 * time.Millisecond,
 			BackoffCoefficient:     2,
 			MaximumInterval:        10 * time.Second,
-			NonRetryableErrorTypes: []string{activities.ErrTypeOutOfStock, activities.ErrTypeInvalidOrder},
+			NonRetryableErrorTypes: []string{activities.ErrTypeOutOfStock, activities.ErrTypeInvalidOrder, activities.ErrTypeSaleCancelled},
 		},
 	}
 	compensationOptions = workflow.ActivityOptions{
@@ -210,6 +211,14 @@ func (o *order) run(ctx workflow.Context, in OrderInput) (OrderState, error) {
 	}
 	fctx := workflow.WithLocalActivityOptions(ctx, forwardOptions)
 	if err := workflow.ExecuteLocalActivity(fctx, deductStock, o.ref).Get(ctx, nil); err != nil {
+		// An operator cancelled the sale before this order deducted: the
+		// order ends CANCELLED, not FAILED. This changes no command (the
+		// same compensations run, only FinishOrder's input and the status
+		// differ, which replay does not compare), and no recorded history
+		// holds this error, so it needs no workflow.GetVersion gate.
+		if isSaleCancelled(err) {
+			return o.end(ctx, domain.StatusCancelled, "sale cancelled")
+		}
 		return o.fail(ctx, err, "deduct stock")
 	}
 	if !o.v1 {
@@ -395,6 +404,13 @@ func (o *order) end(ctx workflow.Context, status domain.Status, reason string) (
 	}
 	o.set(dctx, status, reason)
 	return o.state, nil
+}
+
+// isSaleCancelled reports whether a forward step was refused because an
+// operator cancelled the order's sale.
+func isSaleCancelled(err error) bool {
+	var app *temporal.ApplicationError
+	return errors.As(err, &app) && app.Type() == activities.ErrTypeSaleCancelled
 }
 
 // rootMessage is the message of the innermost error, which is the one that

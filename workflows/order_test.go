@@ -174,6 +174,13 @@ func TestOrderUnhappyEndings(t *testing.T) {
 			notified: []domain.Status{domain.StatusFailed},
 		},
 		{
+			name:     "sale cancelled before the deduction",
+			fail:     map[string]step{"DeductStock": nonRetryable(activities.ErrTypeSaleCancelled)},
+			want:     domain.StatusCancelled,
+			calls:    []string{"DeductStock", "FinishOrder", "RestoreStock", "ReleaseReservation"},
+			notified: []domain.Status{domain.StatusCancelled},
+		},
+		{
 			name:     "create order fails",
 			fail:     map[string]step{"CreateOrder": nonRetryable(activities.ErrTypeInvalidOrder)},
 			want:     domain.StatusFailed,

@@ -16,6 +16,9 @@ type CreateSaleBody struct {
 	Stock      int       `json:"stock" minimum:"1" maximum:"10000000" doc:"Units to sell."`
 	StartsAt   time.Time `json:"starts_at" doc:"When buying opens (RFC 3339)."`
 	EndsAt     time.Time `json:"ends_at" doc:"When buying closes (RFC 3339); after starts_at."`
+	// PaymentTimeoutSeconds is optional: 0 (absent) takes the server's
+	// --payment-timeout.
+	PaymentTimeoutSeconds int `json:"payment_timeout_seconds,omitempty" minimum:"10" maximum:"86400" doc:"How long a buyer has to pay, in seconds (default: the server's --payment-timeout)."`
 }
 
 // Resolve checks what the schema cannot: the window's order.

@@ -65,6 +65,8 @@ var (
 		{Name: "starts_at", Type: field.TypeTime},
 		{Name: "ends_at", Type: field.TypeTime},
 		{Name: "created_at", Type: field.TypeTime},
+		{Name: "cancelled_at", Type: field.TypeTime, Nullable: true},
+		{Name: "payment_timeout_seconds", Type: field.TypeInt, Nullable: true},
 	}
 	// SalesTable holds the schema information for the "sales" table.
 	SalesTable = &schema.Table{

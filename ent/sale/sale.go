@@ -28,6 +28,10 @@ const (
 	FieldEndsAt = "ends_at"
 	// FieldCreatedAt holds the string denoting the created_at field in the database.
 	FieldCreatedAt = "created_at"
+	// FieldCancelledAt holds the string denoting the cancelled_at field in the database.
+	FieldCancelledAt = "cancelled_at"
+	// FieldPaymentTimeoutSeconds holds the string denoting the payment_timeout_seconds field in the database.
+	FieldPaymentTimeoutSeconds = "payment_timeout_seconds"
 	// EdgeOrders holds the string denoting the orders edge name in mutations.
 	EdgeOrders = "orders"
 	// Table holds the table name of the sale in the database.
@@ -51,6 +55,8 @@ var Columns = []string{
 	FieldStartsAt,
 	FieldEndsAt,
 	FieldCreatedAt,
+	FieldCancelledAt,
+	FieldPaymentTimeoutSeconds,
 }
 
 // ValidColumn reports if the column name is valid (part of the table columns).
@@ -74,6 +80,8 @@ var (
 	StockValidator func(int) error
 	// DefaultCreatedAt holds the default value on creation for the "created_at" field.
 	DefaultCreatedAt func() time.Time
+	// PaymentTimeoutSecondsValidator is a validator for the "payment_timeout_seconds" field. It is called by the builders before save.
+	PaymentTimeoutSecondsValidator func(int) error
 	// IDValidator is a validator for the "id" field. It is called by the builders before save.
 	IDValidator func(int64) error
 )
@@ -119,6 +127,16 @@ func ByEndsAt(opts ...sql.OrderTermOption) OrderOption {
 // ByCreatedAt orders the results by the created_at field.
 func ByCreatedAt(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldCreatedAt, opts...).ToFunc()
+}
+
+// ByCancelledAt orders the results by the cancelled_at field.
+func ByCancelledAt(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldCancelledAt, opts...).ToFunc()
+}
+
+// ByPaymentTimeoutSeconds orders the results by the payment_timeout_seconds field.
+func ByPaymentTimeoutSeconds(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldPaymentTimeoutSeconds, opts...).ToFunc()
 }
 
 // ByOrdersCount orders the results by orders count.

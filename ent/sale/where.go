@@ -90,6 +90,16 @@ func CreatedAt(v time.Time) predicate.Sale {
 	return predicate.Sale(sql.FieldEQ(FieldCreatedAt, v))
 }
 
+// CancelledAt applies equality check predicate on the "cancelled_at" field. It's identical to CancelledAtEQ.
+func CancelledAt(v time.Time) predicate.Sale {
+	return predicate.Sale(sql.FieldEQ(FieldCancelledAt, v))
+}
+
+// PaymentTimeoutSeconds applies equality check predicate on the "payment_timeout_seconds" field. It's identical to PaymentTimeoutSecondsEQ.
+func PaymentTimeoutSeconds(v int) predicate.Sale {
+	return predicate.Sale(sql.FieldEQ(FieldPaymentTimeoutSeconds, v))
+}
+
 // NameEQ applies the EQ predicate on the "name" field.
 func NameEQ(v string) predicate.Sale {
 	return predicate.Sale(sql.FieldEQ(FieldName, v))
@@ -393,6 +403,106 @@ func CreatedAtLT(v time.Time) predicate.Sale {
 // CreatedAtLTE applies the LTE predicate on the "created_at" field.
 func CreatedAtLTE(v time.Time) predicate.Sale {
 	return predicate.Sale(sql.FieldLTE(FieldCreatedAt, v))
+}
+
+// CancelledAtEQ applies the EQ predicate on the "cancelled_at" field.
+func CancelledAtEQ(v time.Time) predicate.Sale {
+	return predicate.Sale(sql.FieldEQ(FieldCancelledAt, v))
+}
+
+// CancelledAtNEQ applies the NEQ predicate on the "cancelled_at" field.
+func CancelledAtNEQ(v time.Time) predicate.Sale {
+	return predicate.Sale(sql.FieldNEQ(FieldCancelledAt, v))
+}
+
+// CancelledAtIn applies the In predicate on the "cancelled_at" field.
+func CancelledAtIn(vs ...time.Time) predicate.Sale {
+	return predicate.Sale(sql.FieldIn(FieldCancelledAt, vs...))
+}
+
+// CancelledAtNotIn applies the NotIn predicate on the "cancelled_at" field.
+func CancelledAtNotIn(vs ...time.Time) predicate.Sale {
+	return predicate.Sale(sql.FieldNotIn(FieldCancelledAt, vs...))
+}
+
+// CancelledAtGT applies the GT predicate on the "cancelled_at" field.
+func CancelledAtGT(v time.Time) predicate.Sale {
+	return predicate.Sale(sql.FieldGT(FieldCancelledAt, v))
+}
+
+// CancelledAtGTE applies the GTE predicate on the "cancelled_at" field.
+func CancelledAtGTE(v time.Time) predicate.Sale {
+	return predicate.Sale(sql.FieldGTE(FieldCancelledAt, v))
+}
+
+// CancelledAtLT applies the LT predicate on the "cancelled_at" field.
+func CancelledAtLT(v time.Time) predicate.Sale {
+	return predicate.Sale(sql.FieldLT(FieldCancelledAt, v))
+}
+
+// CancelledAtLTE applies the LTE predicate on the "cancelled_at" field.
+func CancelledAtLTE(v time.Time) predicate.Sale {
+	return predicate.Sale(sql.FieldLTE(FieldCancelledAt, v))
+}
+
+// CancelledAtIsNil applies the IsNil predicate on the "cancelled_at" field.
+func CancelledAtIsNil() predicate.Sale {
+	return predicate.Sale(sql.FieldIsNull(FieldCancelledAt))
+}
+
+// CancelledAtNotNil applies the NotNil predicate on the "cancelled_at" field.
+func CancelledAtNotNil() predicate.Sale {
+	return predicate.Sale(sql.FieldNotNull(FieldCancelledAt))
+}
+
+// PaymentTimeoutSecondsEQ applies the EQ predicate on the "payment_timeout_seconds" field.
+func PaymentTimeoutSecondsEQ(v int) predicate.Sale {
+	return predicate.Sale(sql.FieldEQ(FieldPaymentTimeoutSeconds, v))
+}
+
+// PaymentTimeoutSecondsNEQ applies the NEQ predicate on the "payment_timeout_seconds" field.
+func PaymentTimeoutSecondsNEQ(v int) predicate.Sale {
+	return predicate.Sale(sql.FieldNEQ(FieldPaymentTimeoutSeconds, v))
+}
+
+// PaymentTimeoutSecondsIn applies the In predicate on the "payment_timeout_seconds" field.
+func PaymentTimeoutSecondsIn(vs ...int) predicate.Sale {
+	return predicate.Sale(sql.FieldIn(FieldPaymentTimeoutSeconds, vs...))
+}
+
+// PaymentTimeoutSecondsNotIn applies the NotIn predicate on the "payment_timeout_seconds" field.
+func PaymentTimeoutSecondsNotIn(vs ...int) predicate.Sale {
+	return predicate.Sale(sql.FieldNotIn(FieldPaymentTimeoutSeconds, vs...))
+}
+
+// PaymentTimeoutSecondsGT applies the GT predicate on the "payment_timeout_seconds" field.
+func PaymentTimeoutSecondsGT(v int) predicate.Sale {
+	return predicate.Sale(sql.FieldGT(FieldPaymentTimeoutSeconds, v))
+}
+
+// PaymentTimeoutSecondsGTE applies the GTE predicate on the "payment_timeout_seconds" field.
+func PaymentTimeoutSecondsGTE(v int) predicate.Sale {
+	return predicate.Sale(sql.FieldGTE(FieldPaymentTimeoutSeconds, v))
+}
+
+// PaymentTimeoutSecondsLT applies the LT predicate on the "payment_timeout_seconds" field.
+func PaymentTimeoutSecondsLT(v int) predicate.Sale {
+	return predicate.Sale(sql.FieldLT(FieldPaymentTimeoutSeconds, v))
+}
+
+// PaymentTimeoutSecondsLTE applies the LTE predicate on the "payment_timeout_seconds" field.
+func PaymentTimeoutSecondsLTE(v int) predicate.Sale {
+	return predicate.Sale(sql.FieldLTE(FieldPaymentTimeoutSeconds, v))
+}
+
+// PaymentTimeoutSecondsIsNil applies the IsNil predicate on the "payment_timeout_seconds" field.
+func PaymentTimeoutSecondsIsNil() predicate.Sale {
+	return predicate.Sale(sql.FieldIsNull(FieldPaymentTimeoutSeconds))
+}
+
+// PaymentTimeoutSecondsNotNil applies the NotNil predicate on the "payment_timeout_seconds" field.
+func PaymentTimeoutSecondsNotNil() predicate.Sale {
+	return predicate.Sale(sql.FieldNotNull(FieldPaymentTimeoutSeconds))
 }
 
 // HasOrders applies the HasEdge predicate on the "orders" edge.

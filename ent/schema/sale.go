@@ -21,13 +21,25 @@ func (Sale) Fields() []ent.Field {
 		field.Int64("id").Positive().Immutable(),
 		field.String("name").NotEmpty().MaxLen(200),
 		field.Int64("price_cents").NonNegative().Immutable(),
-		field.Int("total_stock").NonNegative().Immutable(),
+		// total_stock and stock grow together when an operator adds units
+		// (store.AddUnits).
+		field.Int("total_stock").NonNegative(),
 		// stock is decremented by DeductStock and incremented by RestoreStock,
 		// always together with a stock_movements ledger row.
 		field.Int("stock").NonNegative(),
-		field.Time("starts_at").Immutable(),
-		field.Time("ends_at").Immutable(),
+		// ends_at moves earlier when an operator ends the sale; starts_at
+		// too when the sale is ended before it opened, so the window stays
+		// ordered (store.EndSale).
+		field.Time("starts_at"),
+		field.Time("ends_at"),
 		field.Time("created_at").Default(time.Now).Immutable(),
+		// cancelled_at is set once when an operator cancels the sale: no
+		// order of it deducts stock from then on, and its open orders are
+		// cancelled through their workflows.
+		field.Time("cancelled_at").Optional().Nillable(),
+		// payment_timeout_seconds is how long a buyer of this sale has to pay;
+		// nil: the server's --payment-timeout.
+		field.Int("payment_timeout_seconds").Optional().Nillable().Range(10, 86_400).Immutable(),
 	}
 }
 

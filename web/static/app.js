@@ -34,7 +34,7 @@
   // An order only moves forward: PENDING, then AWAITING_PAYMENT, then one
   // final status. A late or replayed event never moves it back.
   const RANK = { PENDING: 0, AWAITING_PAYMENT: 1, PAID: 2, CANCELLED: 2, EXPIRED: 2, FAILED: 2 };
-  const STATE_LABEL = { upcoming: "Upcoming", active: "On sale", sold_out: "Sold out", ended: "Ended" };
+  const STATE_LABEL = { upcoming: "Upcoming", active: "On sale", sold_out: "Sold out", ended: "Ended", cancelled: "Cancelled" };
 
   const state = {
     info: { dev_mode: false, temporal_ui_url: "", temporal_namespace: "default" },
@@ -730,6 +730,7 @@
       let cd;
       if (st === "upcoming") cd = `Starts in ${duration(s.starts - now)}`;
       else if (st === "ended") cd = "Ended";
+      else if (st === "cancelled") cd = "Cancelled by the operator";
       else cd = `Open · ends in ${duration(s.ends - now)}`;
       setText(n.countdown, cd);
       setAttr(n.countdown, "data-state", st);
@@ -745,8 +746,9 @@
       // Buy is open from the countdown's zero to the end. A sold-out sale
       // stays clickable: units come back when buyers cancel or do not pay.
       const busy = state.busy.has(`buy:${id}`);
-      n.buy.disabled = busy || st === "upcoming" || st === "ended";
-      setText(n.buy, busy ? "Buying…" : st === "upcoming" ? "Not yet" : st === "ended" ? "Ended" : "Buy");
+      const over = st === "ended" || st === "cancelled";
+      n.buy.disabled = busy || st === "upcoming" || over;
+      setText(n.buy, busy ? "Buying…" : st === "upcoming" ? "Not yet" : over ? STATE_LABEL[st] : "Buy");
     }
   }
 
@@ -875,7 +877,15 @@
     metric("redis_buyers", "Buyers in Redis");
     metric("relay_backlog", "Relay backlog");
     metric("pending", "Pending");
+    metric("open_orders", "Open orders");
     n.sync = el("div", { class: "sync" });
+    // Controls of a live sale: add units, end it now, cancel it.
+    n.units = el("input", { type: "number", min: "1", max: "1000000", step: "1", value: "10", "aria-label": "Units to add", "data-sale-id": id });
+    n.add = el("button", { type: "button", "data-action": "add-units", "data-sale-id": id, text: "Add units" });
+    n.end = el("button", { type: "button", class: "secondary", "data-action": "end-sale", "data-sale-id": id, text: "End now" });
+    n.cancelSale = el("button", { type: "button", class: "secondary danger", "data-action": "cancel-sale", "data-sale-id": id, text: "Cancel sale" });
+    n.controls = el("div", { class: "sale-controls" }, n.units, n.add, n.end, n.cancelSale);
+    n.cancelling = el("div", { class: "sync", "data-cancelling": "false", hidden: true });
     n.statuses = el("ul", { class: "status-counts" });
     n.statusCells = {};
     for (const s of STATUS_ORDER) {
@@ -888,7 +898,7 @@
     n.rate = el("span", { class: "rate muted" });
     n.card = el("article", { class: "card stats", "data-stats-sale-id": id },
       el("header", { class: "card-head" }, n.title, n.sub),
-      grid, n.sync, n.statuses,
+      grid, n.sync, n.cancelling, n.controls, n.statuses,
       el("div", { class: "chart-head" }, el("span", { text: "Orders per second" }), n.rate),
       n.canvas);
     statNodes.set(id, n);
@@ -915,6 +925,13 @@
       const sale = state.sales.get(id);
       setText(n.title, sale ? sale.name : `Sale ${id}`);
       setText(n.sub, `#${id}`);
+      const st0 = sale ? saleState(sale, Date.now()) : "";
+      const over = st0 === "ended" || st0 === "cancelled";
+      const busy = state.busy.has(`op:${id}`);
+      n.add.disabled = busy || over;
+      n.units.disabled = busy || over;
+      n.end.disabled = busy || over;
+      n.cancelSale.disabled = busy || st0 === "cancelled";
       const rec = state.stats.get(id);
       const st = rec && rec.last;
       if (!st) continue;
@@ -933,6 +950,11 @@
         setAttr(c.li, "data-count", v);
       }
       setAttr(n.card, "data-paid", (st.orders && st.orders.PAID) || 0);
+      n.cancelling.hidden = !st.cancelling && st0 !== "cancelled";
+      setAttr(n.cancelling, "data-cancelling", st.cancelling ? "true" : "false");
+      setText(n.cancelling, st.cancelling
+        ? `Cancelling: ${st.open_orders} open order(s) left; paid orders stand.`
+        : "Cancelled: every unpaid order was cancelled; paid orders stand.");
       const rates = rec.rates;
       const cur = rates.length ? rates[rates.length - 1] : 0;
       const peak = rates.length ? Math.max(...rates) : 0;
@@ -984,6 +1006,41 @@
     });
   }
 
+  // operatorAction ends a sale, adds units to it or cancels it.
+  async function operatorAction(kind, saleID) {
+    const ident = state.admin;
+    if (!ident || !saleID) return;
+    const key = `op:${saleID}`;
+    if (state.busy.has(key)) return;
+    const path = `/v1/sales/${encodeURIComponent(saleID)}`;
+    let req;
+    if (kind === "add-units") {
+      const n = statNodes.get(saleID);
+      const units = Math.round(Number(n && n.units.value));
+      req = { path: `${path}/units`, body: { units }, done: (s) => `Added ${units} unit(s) to “${s.name}”: ${s.stock} in all, ${s.remaining} left.` };
+    } else if (kind === "end-sale") {
+      req = { path: `${path}/end`, done: (s) => `Sale “${s.name}” ended: purchases are refused from now on; orders already placed carry on.` };
+    } else if (kind === "cancel-sale") {
+      if (!window.confirm(`Cancel sale #${saleID}? Every unpaid order is cancelled; paid orders stand.`)) return;
+      req = { path: `${path}/cancel`, done: (s) => `Sale “${s.name}” cancelled: its unpaid orders are being cancelled (see its card).` };
+    } else {
+      return;
+    }
+    state.busy.add(key);
+    renderStatsCards();
+    clearMessage();
+    try {
+      const { data } = await api("POST", req.path, { token: ident.token, body: req.body });
+      showMessage("ok", "", req.done(data || {}));
+      refreshSales();
+    } catch (e) {
+      showError(e, "admin");
+    } finally {
+      state.busy.delete(key);
+      renderStatsCards();
+    }
+  }
+
   async function createSale(form) {
     const ident = state.admin;
     if (!ident) return;
@@ -1025,6 +1082,9 @@
       case "new-buyer": newBuyer(btn); break;
       case "become-admin": becomeAdmin(btn); break;
       case "toggle-operator": setOperator(!state.operator); break;
+      case "add-units":
+      case "end-sale":
+      case "cancel-sale": operatorAction(btn.getAttribute("data-action"), btn.getAttribute("data-sale-id")); break;
       case "dismiss": clearMessage(); break;
     }
   }

@@ -1,0 +1,56 @@
+package stock
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Operators' changes to a live sale. The caller holds the sale's lock
+// (WithSaleLock) and has written the change to the database first.
+
+var (
+	//go:embed end.lua
+	endSrc    string
+	endScript = redis.NewScript(endSrc)
+
+	//go:embed add.lua
+	addSrc    string
+	addScript = redis.NewScript(addSrc)
+)
+
+// End ends the sale in Redis at endsAt or now by Redis's clock, whichever
+// is earlier, unless it ends earlier already, and moves its start to
+// startsAt if that is earlier (keeping the window ordered): every purchase
+// that reaches Redis after End answers ENDED. It reports false, changing
+// nothing, when the sale is not loaded.
+func (s *Stock) End(ctx context.Context, saleID int64, startsAt, endsAt time.Time) (bool, error) {
+	n, err := endScript.Run(ctx, s.rdb, []string{KeysFor(saleID).Meta}, endsAt.UnixMilli(), startsAt.UnixMilli()).Int()
+	if err != nil {
+		return false, fmt.Errorf("end sale %d: %w", saleID, err)
+	}
+	return n == 1, nil
+}
+
+// AddUnits puts units more of the sale on sale in Redis, moves the sale's
+// version and announces the restock, so every api instance drops its
+// sold-out flag. It reports false, changing nothing, when the sale is not
+// loaded.
+func (s *Stock) AddUnits(ctx context.Context, saleID int64, units int) (bool, error) {
+	if units <= 0 {
+		return false, fmt.Errorf("add units to sale %d: %d is not a positive count", saleID, units)
+	}
+	k := KeysFor(saleID)
+	left, err := addScript.Run(ctx, s.rdb, []string{k.Meta, k.Stock, k.Version}, units).Int()
+	if err != nil {
+		return false, fmt.Errorf("add units to sale %d: %w", saleID, err)
+	}
+	if left < 0 {
+		return false, nil
+	}
+	s.announceRestock(ctx, saleID)
+	return true, nil
+}
