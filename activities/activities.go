@@ -61,6 +61,9 @@ func (a *Activities) CreateOrder(ctx context.Context, ref domain.OrderRef) error
 	start := time.Now()
 	err := classify(a.Store.CreateOrder(ctx, ref))
 	a.Metrics.observe("CreateOrder", start, err)
+	if err == nil {
+		a.Metrics.entered(domain.StatusAwaitingPayment)
+	}
 	return err
 }
 
@@ -82,6 +85,7 @@ func (a *Activities) FinishOrder(ctx context.Context, in FinishInput) (domain.St
 	a.Metrics.observe("FinishOrder", start, err)
 	if err == nil && final == in.Status {
 		a.Metrics.compensated("FinishOrder")
+		a.Metrics.entered(in.Status)
 	}
 	return final, err
 }
@@ -99,6 +103,9 @@ func (a *Activities) MarkPaid(ctx context.Context, ref domain.OrderRef) error {
 	start := time.Now()
 	err := classify(a.Store.MarkPaid(ctx, ref.OrderID))
 	a.Metrics.observe("MarkPaid", start, err)
+	if err == nil {
+		a.Metrics.entered(domain.StatusPaid)
+	}
 	return err
 }
 

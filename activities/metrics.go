@@ -4,12 +4,15 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/seckill/seckill/domain"
 )
 
 // Metrics are the saga's Prometheus series. A nil *Metrics records nothing.
 type Metrics struct {
 	steps         *prometheus.HistogramVec
 	compensations *prometheus.CounterVec
+	transitions   *prometheus.CounterVec
 }
 
 // NewMetrics registers the saga's series on reg.
@@ -24,8 +27,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "seckill_compensations_total",
 			Help: "Compensations that gave something back: a unit to the database stock (RestoreStock) or to Redis (ReleaseReservation), or an order ended (FinishOrder).",
 		}, []string{"step"}),
+		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "seckill_order_transitions_total",
+			Help: "Orders the saga moved into a status, by status: AWAITING_PAYMENT (the order written), PAID, or the ending without a sale (CANCELLED, EXPIRED, FAILED).",
+		}, []string{"status"}),
 	}
-	reg.MustRegister(m.steps, m.compensations)
+	reg.MustRegister(m.steps, m.compensations, m.transitions)
 	return m
 }
 
@@ -43,5 +50,14 @@ func (m *Metrics) observe(step string, start time.Time, err error) {
 func (m *Metrics) compensated(step string) {
 	if m != nil {
 		m.compensations.WithLabelValues(step).Inc()
+	}
+}
+
+// entered counts an order moving into status. A step retried after its
+// answer was lost counts again, so this is a rate to watch, not a ledger:
+// the orders table is the ledger.
+func (m *Metrics) entered(status domain.Status) {
+	if m != nil {
+		m.transitions.WithLabelValues(string(status)).Inc()
 	}
 }

@@ -16,7 +16,9 @@ import (
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/gorilla/websocket"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 
 	"github.com/seckill/seckill/activities"
 	"github.com/seckill/seckill/api"
@@ -44,17 +46,19 @@ type system struct {
 	tc       client.Client
 	signer   *auth.Signer
 	srv      *api.Server
+	tracing  trace.TracerProvider
 }
 
 type options struct {
 	temporalDown bool   // Temporal is not started
 	redisAddr    string // Redis the api uses instead of the test one
 	cfg          api.Config
+	tracing      trace.TracerProvider // traces the api, the Temporal client and the worker
 }
 
 func start(t *testing.T, o options) *system {
 	t.Helper()
-	s := &system{t: t, store: testenv.Store(t)}
+	s := &system{t: t, store: testenv.Store(t), tracing: o.tracing}
 	s.redis, _ = testenv.Redis(t)
 	apiRedis := s.redis
 	if o.redisAddr != "" {
@@ -68,6 +72,15 @@ func start(t *testing.T, o options) *system {
 		s.temporal.Start()
 	}
 	s.tc = s.temporal.Client()
+	if o.tracing != nil {
+		tc, err := client.NewLazyClient(client.Options{HostPort: s.temporal.Address(),
+			Interceptors: []interceptor.ClientInterceptor{worker.ClientTracing(o.tracing)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(tc.Close)
+		s.tc = tc
+	}
 	var err error
 	if s.signer, err = auth.NewSigner(secret); err != nil {
 		t.Fatal(err)
@@ -75,7 +88,7 @@ func start(t *testing.T, o options) *system {
 	if !o.temporalDown {
 		s.startWorker()
 	}
-	s.srv = api.New(o.cfg, api.Deps{Store: s.store, Stock: apiStock, Temporal: s.tc, Signer: s.signer, IDs: orderid.New(1)})
+	s.srv = api.New(o.cfg, api.Deps{Store: s.store, Stock: apiStock, Temporal: s.tc, Signer: s.signer, IDs: orderid.New(1), Tracing: o.tracing})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = s.srv.Run(ctx); close(done) }()
@@ -109,7 +122,7 @@ func admissionOnly(tb testing.TB, cfg api.Config) (*api.Server, *store.Store, *a
 // startWorker runs the order saga worker (it needs Temporal up to start).
 func (s *system) startWorker() {
 	s.t.Helper()
-	w := worker.New(s.tc, &activities.Activities{Store: s.store, Stock: s.stock, Events: events.NewPublisher(s.redis)}, worker.Options{})
+	w := worker.New(s.tc, &activities.Activities{Store: s.store, Stock: s.stock, Events: events.NewPublisher(s.redis)}, worker.Options{Tracing: s.tracing})
 	if err := w.Start(); err != nil {
 		s.t.Fatal(err)
 	}

@@ -12,14 +12,20 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/go-redis/redis_rate/v10"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/ent"
 	"github.com/seckill/seckill/orderid"
+	"github.com/seckill/seckill/relay"
 	"github.com/seckill/seckill/workflows"
 )
 
@@ -156,7 +162,7 @@ func (s *Server) purchase(ctx context.Context, user auth.User, saleID int64, ide
 	if err != nil {
 		return 0, err
 	}
-	id, err := s.deps.Stock.Reserve(ctx, saleID, user.ID, minted, idemKey)
+	id, err := s.reserve(ctx, saleID, user.ID, minted, idemKey)
 	if errors.Is(err, domain.ErrUnknownSale) {
 		// Redis does not know the sale: never warmed, or Redis lost it.
 		// Load it from the database, which knows.
@@ -172,7 +178,7 @@ func (s *Server) purchase(ctx context.Context, user auth.User, saleID int64, ide
 		if werr := s.warmSale(ctx, sl); werr != nil {
 			return 0, unavailable(werr)
 		}
-		id, err = s.deps.Stock.Reserve(ctx, saleID, user.ID, minted, idemKey)
+		id, err = s.reserve(ctx, saleID, user.ID, minted, idemKey)
 	}
 	switch {
 	case err == nil:
@@ -182,6 +188,35 @@ func (s *Server) purchase(ctx context.Context, user auth.User, saleID int64, ide
 		return 0, err
 	}
 	return 0, admissionError(err)
+}
+
+// reserve is Stock.Reserve, in a span of its own when tracing is on: the
+// intent then carries the span's trace context, so the relay starts the
+// order's workflow in the purchase's trace. Tracing off, it adds nothing.
+func (s *Server) reserve(ctx context.Context, saleID int64, userID string, orderID int64, idemKey string) (int64, error) {
+	if s.tracer == nil {
+		return s.deps.Stock.Reserve(ctx, saleID, userID, orderID, idemKey)
+	}
+	rctx, span := s.tracer.Start(ctx, "stock.Reserve", trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attribute.String("sale.id", strconv.FormatInt(saleID, 10)),
+			attribute.String("user.id", userID)))
+	defer span.End()
+	carrier := propagation.MapCarrier{}
+	propagation.TraceContext{}.Inject(rctx, carrier)
+	id, err := s.deps.Stock.ReserveTraced(rctx, saleID, userID, orderID, idemKey, carrier["traceparent"])
+	switch {
+	case err == nil:
+		// The order that holds the buyer's unit: the minted one, or the
+		// first one on a retry of the winning request.
+		attr := relay.OrderIDKey.String(strconv.FormatInt(id, 10))
+		span.SetAttributes(attr)
+		trace.SpanFromContext(ctx).SetAttributes(attr) // the purchase request's span
+	case admissionError(err) == err:
+		span.SetAttributes(attribute.String("admission.outcome", err.Error())) // a business answer
+	default:
+		span.SetStatus(codes.Error, err.Error())
+	}
+	return id, err
 }
 
 // admissionError passes the business answers of Reserve and Lookup through
@@ -345,6 +380,11 @@ func (s *Server) transition(ctx context.Context, user auth.User, id int64, updat
 	default:
 		return nil, toHTTP(ctx, stateError(update, o.Status))
 	}
+	if s.tracer != nil {
+		var span trace.Span
+		ctx, span = s.traceTransition(ctx, id, o.WorkflowID, update)
+		defer span.End()
+	}
 	// The update id is the transition's name: a retried or concurrent
 	// request for the same transition joins the first one's outcome.
 	h, err := s.deps.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
@@ -367,6 +407,30 @@ func (s *Server) transition(ctx context.Context, user auth.User, id int64, updat
 		return nil, toHTTP(ctx, stateError(update, st.Status))
 	}
 	return s.answer(ctx, id, want, http.StatusOK)
+}
+
+// traceTransition opens the span of a pay or cancel. It runs in the
+// request's own trace (Temporal's interceptor carries it into the update
+// handler) and links to the order's trace, whose context the relay kept in
+// the workflow's memo: one DescribeWorkflowExecution, made only when
+// tracing is on. An order started without tracing gets no link.
+func (s *Server) traceTransition(ctx context.Context, id int64, workflowID, update string) (context.Context, trace.Span) {
+	orderAttr := relay.OrderIDKey.String(strconv.FormatInt(id, 10))
+	trace.SpanFromContext(ctx).SetAttributes(orderAttr)
+	opts := []trace.SpanStartOption{trace.WithAttributes(orderAttr, attribute.String("workflow.id", workflowID))}
+	if d, err := s.deps.Temporal.DescribeWorkflowExecution(ctx, workflowID, ""); err == nil {
+		if p := d.GetWorkflowExecutionInfo().GetMemo().GetFields()[relay.TraceparentMemo]; p != nil {
+			var tp string
+			if converter.GetDefaultDataConverter().FromPayload(p, &tp) == nil {
+				order := trace.SpanContextFromContext(propagation.TraceContext{}.Extract(ctx, propagation.MapCarrier{"traceparent": tp}))
+				if order.IsValid() {
+					opts = append(opts, trace.WithLinks(trace.Link{SpanContext: order,
+						Attributes: []attribute.KeyValue{attribute.String("link.kind", "order")}}))
+				}
+			}
+		}
+	}
+	return s.tracer.Start(ctx, "order."+update, opts...)
 }
 
 // refused turns an update that did not run into the answer: the order's

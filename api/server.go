@@ -18,6 +18,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/client"
 
 	"github.com/seckill/seckill/auth"
@@ -99,6 +102,11 @@ type Deps struct {
 	// Registry gets the api's metrics and is served at /metrics; the
 	// process adds its own (Temporal SDK, pools, worker). Nil: a new one.
 	Registry *prometheus.Registry
+	// Tracing, if set, traces requests (otelhttp), the reservation of each
+	// purchase and the relay's workflow starts; Temporal should then carry
+	// the trace on (worker.ClientTracing on the Temporal client). Nil: no
+	// tracing, and the purchase path does nothing more.
+	Tracing trace.TracerProvider
 }
 
 // Server is one api instance.
@@ -107,6 +115,8 @@ type Server struct {
 	deps    Deps
 	api     huma.API
 	mux     *http.ServeMux
+	handler http.Handler // mux, traced when tracing is on
+	tracer  trace.Tracer // nil: tracing off
 	limiter *redis_rate.Limiter
 	hub     *push.Hub
 	relay   *relay.Relay
@@ -138,6 +148,9 @@ func New(cfg Config, deps Deps) *Server {
 	if cfg.Relay.Metrics == nil {
 		cfg.Relay.Metrics = s.reg
 	}
+	if cfg.Relay.Tracing == nil {
+		cfg.Relay.Tracing = deps.Tracing
+	}
 	s.soldOut.ttl = cfg.SoldOutTTL
 	s.cancels = newCancellations()
 	s.inFlight = make(chan struct{}, cfg.MaxInFlight)
@@ -168,11 +181,32 @@ func New(cfg Config, deps Deps) *Server {
 	}
 	s.mux.HandleFunc("GET /v1/ws", s.serveWS)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}))
+	s.handler = s.mux
+	if deps.Tracing != nil {
+		s.tracer = deps.Tracing.Tracer("github.com/seckill/seckill/api")
+		s.handler = otelhttp.NewHandler(s.mux, "seckill-api",
+			otelhttp.WithTracerProvider(deps.Tracing),
+			otelhttp.WithPropagators(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})),
+			// Scrapes and probes would bury the orders.
+			otelhttp.WithFilter(func(r *http.Request) bool {
+				switch r.URL.Path {
+				case "/metrics", "/healthz", "/readyz":
+					return false
+				}
+				return true
+			}),
+			otelhttp.WithSpanNameFormatter(func(op string, r *http.Request) string {
+				if r.Pattern != "" {
+					return r.Pattern // "POST /v1/sales/{id}/orders", once the mux has routed it
+				}
+				return r.Method + " " + op
+			}))
+	}
 	return s
 }
 
 // Handler serves the API.
-func (s *Server) Handler() http.Handler { return s.mux }
+func (s *Server) Handler() http.Handler { return s.handler }
 
 // Mux lets the binary add routes (the demo page) beside the API.
 func (s *Server) Mux() *http.ServeMux { return s.mux }

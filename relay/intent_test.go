@@ -53,3 +53,18 @@ func TestParseIntentRejectsMissingFields(t *testing.T) {
 		}
 	}
 }
+
+// The purchase's trace context rides along when the api traced it; an
+// intent without one is read as before.
+func TestParseIntentTraceparent(t *testing.T) {
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	v := map[string]any{"order_id": "42", "sale_id": "7", "user_id": "alice",
+		"amount_cents": "1999", "reserved_ms": "1700000000000", "traceparent": tp}
+	if in, err := parseIntent(v, time.Minute); err != nil || in.traceparent != tp {
+		t.Errorf("traceparent read as %q (%v), want %q", in.traceparent, err, tp)
+	}
+	delete(v, "traceparent")
+	if in, err := parseIntent(v, time.Minute); err != nil || in.traceparent != "" {
+		t.Errorf("absent traceparent read as %q (%v)", in.traceparent, err)
+	}
+}

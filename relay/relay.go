@@ -29,7 +29,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/workflows"
 )
@@ -82,6 +87,11 @@ type Options struct {
 	// sustained load cannot starve the sagas.
 	Busy     func() bool
 	MaxYield time.Duration
+	// Tracing, if set, starts each workflow inside a span whose parent is
+	// the purchase's trace context, which the intent carries (traceparent),
+	// so an order is one trace from the purchase to its activities. Nil: no
+	// spans, at no cost.
+	Tracing trace.TracerProvider
 }
 
 func (o *Options) defaults() {
@@ -121,6 +131,7 @@ type Relay struct {
 	stock   *stock.Stock
 	starter Starter
 	opts    Options
+	tracer  trace.Tracer // nil: tracing off
 
 	created    atomic.Int64
 	duplicates atomic.Int64
@@ -150,6 +161,9 @@ func New(st *stock.Stock, starter Starter, opts Options) *Relay {
 			Help:    "Time from admission to Temporal accepting the order workflow's start.",
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
 		})}
+	if opts.Tracing != nil {
+		r.tracer = opts.Tracing.Tracer("github.com/seckill/seckill/relay")
+	}
 	if opts.Metrics != nil {
 		opts.Metrics.MustRegister(r.startLatency,
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -207,7 +221,7 @@ func (r *Relay) process(ctx context.Context, batches []batch) []int {
 	type job struct {
 		batch int
 		entry string
-		in    workflows.OrderInput
+		in    intent
 	}
 	var (
 		jobs   []job
@@ -248,7 +262,9 @@ func (r *Relay) process(ctx context.Context, batches []batch) []int {
 		wg.Go(func() {
 			defer func() { <-sem }()
 			sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			created, err := r.starter.Start(sctx, j.in)
+			sctx, span := r.traceStart(sctx, j.in)
+			created, err := r.starter.Start(sctx, j.in.OrderInput)
+			endSpan(span, created, err)
 			cancel()
 			mu.Lock()
 			defer mu.Unlock()
@@ -321,12 +337,51 @@ func (r *Relay) yield(ctx context.Context) {
 	r.yieldMu.Unlock()
 }
 
+// OrderIDKey is the span attribute naming an order, as worker.OrderIDKey.
+const OrderIDKey = attribute.Key("order.id")
+
+// traceStart opens the span in which the relay starts an intent's workflow,
+// a child of the purchase whose trace context the intent carries (a new
+// trace when it carries none). Temporal's client interceptor carries it on
+// into the workflow. Tracing off, it is ctx and a nil span.
+func (r *Relay) traceStart(ctx context.Context, in intent) (context.Context, trace.Span) {
+	if r.tracer == nil {
+		return ctx, nil
+	}
+	if in.traceparent != "" {
+		ctx = propagation.TraceContext{}.Extract(ctx, propagation.MapCarrier{"traceparent": in.traceparent})
+	}
+	return r.tracer.Start(ctx, "relay.StartOrderWorkflow", trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(OrderIDKey.String(strconv.FormatInt(in.Order.OrderID, 10)),
+			attribute.String("sale.id", strconv.FormatInt(in.Order.SaleID, 10)),
+			attribute.String("workflow.id", domain.WorkflowID(in.Order.OrderID))))
+}
+
+func endSpan(span trace.Span, created bool, err error) {
+	if span == nil {
+		return
+	}
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.SetAttributes(attribute.Bool("workflow.created", created))
+	span.End()
+}
+
+// intent is an entry of an intent stream: the order's workflow input and
+// the purchase's trace context (W3C traceparent, "" when the api does not
+// trace).
+type intent struct {
+	workflows.OrderInput
+	traceparent string
+}
+
 // parseIntent reads an entry written by reserve.lua. The order's payment
 // timeout is the sale's own (payment_timeout_ms) when the intent carries a
 // positive one, else paymentTimeout. An unreadable payment_timeout_ms falls
 // back to paymentTimeout rather than failing the entry: a dropped intent
 // would leave its buyer's unit held with no workflow to release it.
-func parseIntent(v map[string]any, paymentTimeout time.Duration) (workflows.OrderInput, error) {
+func parseIntent(v map[string]any, paymentTimeout time.Duration) (intent, error) {
 	num := func(k string) (int64, error) {
 		s, _ := v[k].(string)
 		n, err := strconv.ParseInt(s, 10, 64)
@@ -335,7 +390,7 @@ func parseIntent(v map[string]any, paymentTimeout time.Duration) (workflows.Orde
 		}
 		return n, nil
 	}
-	var in workflows.OrderInput
+	var in intent
 	var err error
 	if in.Order.OrderID, err = num("order_id"); err != nil {
 		return in, err
@@ -359,6 +414,7 @@ func parseIntent(v map[string]any, paymentTimeout time.Duration) (workflows.Orde
 	if ms, err := num("payment_timeout_ms"); err == nil && ms > 0 && ms <= math.MaxInt64/int64(time.Millisecond) {
 		in.PaymentTimeout = time.Duration(ms) * time.Millisecond
 	}
+	in.traceparent, _ = v["traceparent"].(string)
 	return in, nil
 }
 

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
@@ -13,6 +15,10 @@ import (
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/workflows"
 )
+
+// TraceparentMemo is the memo field of an order workflow that holds the
+// W3C traceparent of the span that started it, when tracing is on.
+const TraceparentMemo = "traceparent"
 
 // TemporalStarter starts order workflows on a Temporal client.
 type TemporalStarter struct {
@@ -57,6 +63,14 @@ func (s *TemporalStarter) start(ctx context.Context, in workflows.OrderInput) (b
 		// first workflow task comes back with the start, saving a round
 		// trip through the server; elsewhere the server starts it as usual.
 		EnableEagerStart: true,
+	}
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		// The order's trace context, kept with the workflow: the Web UI
+		// shows it, and the api links a pay or cancel to the order's trace
+		// through it.
+		carrier := propagation.MapCarrier{}
+		propagation.TraceContext{}.Inject(ctx, carrier)
+		opts.Memo[TraceparentMemo] = carrier["traceparent"]
 	}
 	_, err := s.client.ExecuteWorkflow(ctx, opts, workflows.OrderWorkflow, in)
 	var already *serviceerror.WorkflowExecutionAlreadyStarted

@@ -14,6 +14,8 @@
 -- ARGV[2] order id minted by the caller (a decimal string: Lua numbers are
 --         doubles and would round a 64-bit id); unused by lookup.lua
 -- ARGV[3] Idempotency-Key of the request, or ''
+-- ARGV[4] W3C traceparent of the purchase, or '' (absent: ''); unused by
+--         lookup.lua
 --
 -- Answers {code, order id}: 1 already purchased (the existing order id),
 -- 2 sold out, 3 not started, 4 ended, 5 unknown sale (not warmed), 6 a

@@ -4,8 +4,9 @@
 --
 -- Returns {0, order id} once the buyer is admitted: DECR stock, HSET
 -- buyers, XADD the intent (with the sale's payment_timeout_ms when it has
--- one), and INCR the version so that a reconciler
--- holding an older view of the sale repairs nothing.
+-- one, and the purchase's traceparent when tracing is on), and INCR the
+-- version so that a reconciler holding an older view of the sale repairs
+-- nothing.
 redis.call('DECR', KEYS[2])
 redis.call('HSET', KEYS[3], ARGV[1], ARGV[2])
 if ARGV[3] ~= '' then
@@ -20,6 +21,12 @@ local timeout = redis.call('HGET', KEYS[1], 'payment_timeout_ms')
 if timeout then
   intent[#intent + 1] = 'payment_timeout_ms'
   intent[#intent + 1] = timeout
+end
+-- The purchase's trace context travels with the intent, so the relay
+-- starts the workflow in the purchase's trace.
+if ARGV[4] and ARGV[4] ~= '' then
+  intent[#intent + 1] = 'traceparent'
+  intent[#intent + 1] = ARGV[4]
 end
 redis.call('XADD', KEYS[4], '*', unpack(intent))
 return {0, ARGV[2]}

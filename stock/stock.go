@@ -71,8 +71,15 @@ func (s *Stock) Client() redis.UniversalClient { return s.rdb }
 // empty, is the request's Idempotency-Key: a retry with the key of the
 // request that won gets that order back as a success.
 func (s *Stock) Reserve(ctx context.Context, saleID int64, userID string, orderID int64, idemKey string) (int64, error) {
+	return s.ReserveTraced(ctx, saleID, userID, orderID, idemKey, "")
+}
+
+// ReserveTraced is Reserve with the W3C traceparent of the purchase, which
+// the intent carries to the relay so that the order's workflow joins the
+// purchase's trace; "" writes none.
+func (s *Stock) ReserveTraced(ctx context.Context, saleID int64, userID string, orderID int64, idemKey, traceparent string) (int64, error) {
 	res, err := reserveScript.Run(ctx, s.rdb, admitKeys(saleID),
-		userID, strconv.FormatInt(orderID, 10), idemKey).Slice()
+		userID, strconv.FormatInt(orderID, 10), idemKey, traceparent).Slice()
 	_, id, err := admission("reserve", res, err)
 	return id, err
 }

@@ -3,7 +3,9 @@
 package worker
 
 import (
+	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
@@ -18,6 +20,10 @@ type Options struct {
 	MaxConcurrentActivities int
 	// MaxConcurrentWorkflowTasks bounds workflow tasks running at once.
 	MaxConcurrentWorkflowTasks int
+	// Tracing, if set, traces workflows and activities (Temporal's
+	// OpenTelemetry interceptor): each joins the trace whose context its
+	// Temporal headers carry. Nil: no tracing, at no cost.
+	Tracing trace.TracerProvider
 }
 
 // New returns a worker for the order saga; call Run or Start on it.
@@ -28,12 +34,16 @@ func New(c client.Client, acts *activities.Activities, opts Options) sdkworker.W
 	if opts.MaxConcurrentWorkflowTasks == 0 {
 		opts.MaxConcurrentWorkflowTasks = 64
 	}
-	w := sdkworker.New(c, workflows.TaskQueue, sdkworker.Options{
+	wo := sdkworker.Options{
 		MaxConcurrentActivityExecutionSize:     opts.MaxConcurrentActivities,
 		MaxConcurrentWorkflowTaskExecutionSize: opts.MaxConcurrentWorkflowTasks,
 		MaxConcurrentActivityTaskPollers:       4,
 		MaxConcurrentWorkflowTaskPollers:       4,
-	})
+	}
+	if opts.Tracing != nil {
+		wo.Interceptors = []interceptor.WorkerInterceptor{tracing(opts.Tracing)}
+	}
+	w := sdkworker.New(c, workflows.TaskQueue, wo)
 	w.RegisterWorkflowWithOptions(workflows.OrderWorkflow, workflow.RegisterOptions{Name: "OrderWorkflow"})
 	w.RegisterActivity(acts)
 	return w

@@ -19,7 +19,7 @@ type AuditCmd struct {
 }
 
 func (c *AuditCmd) Run(ctx context.Context) error {
-	d, err := c.connect(ctx, c.Quiescent)
+	d, err := c.connect(ctx, c.Quiescent, nil)
 	if err != nil {
 		return err
 	}

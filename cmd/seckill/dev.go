@@ -103,7 +103,13 @@ func (c *DevCmd) Run(ctx context.Context) error {
 		}
 	}
 
-	d, err := svc.connect(ctx, true)
+	// One process runs the api and the worker: one service, seckill-dev.
+	tp, stopTracing, err := setupTracing(ctx, "seckill-dev")
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
+	d, err := svc.connect(ctx, true, tp)
 	if err != nil {
 		return err
 	}
@@ -117,7 +123,7 @@ func (c *DevCmd) Run(ctx context.Context) error {
 		}
 	}
 
-	w := worker.New(d.temporal, &activities.Activities{Store: d.store, Stock: d.stock, Events: d.events, Metrics: activities.NewMetrics(d.registry)}, worker.Options{})
+	w := worker.New(d.temporal, &activities.Activities{Store: d.store, Stock: d.stock, Events: d.events, Metrics: activities.NewMetrics(d.registry)}, worker.Options{Tracing: d.tracing})
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("start worker: %w", err)
 	}

@@ -17,7 +17,7 @@ type MigrateCmd struct {
 }
 
 func (c *MigrateCmd) Run(ctx context.Context) error {
-	d, err := c.connect(ctx, !c.SkipTemporal)
+	d, err := c.connect(ctx, !c.SkipTemporal, nil)
 	if err != nil {
 		return err
 	}

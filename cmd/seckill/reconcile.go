@@ -17,7 +17,7 @@ type ReconcileCmd struct {
 }
 
 func (c *ReconcileCmd) Run(ctx context.Context) error {
-	d, err := c.connect(ctx, false)
+	d, err := c.connect(ctx, false, nil)
 	if err != nil {
 		return err
 	}
@@ -42,6 +42,9 @@ func (c *ReconcileCmd) Run(ctx context.Context) error {
 	return nil
 }
 
+// repairKinds are the kind labels of seckill_reconciler_repairs_total.
+var repairKinds = []string{"rebuilt", "buyer_restored", "stale_released", "remaining_fixed"}
+
 // reconcilerMetrics counts repairs by kind and retired sales.
 func reconcilerMetrics(reg prometheus.Registerer) (func(reconcile.Report), func(int64)) {
 	repairs := prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -53,6 +56,11 @@ func reconcilerMetrics(reg prometheus.Registerer) (func(reconcile.Report), func(
 		Help: "Ended, drained sales whose keys the reconciler dropped from Redis.",
 	})
 	reg.MustRegister(repairs, retired)
+	// Every kind is exported from the start, at zero, so a first repair is
+	// an increase an alert sees, not a series appearing out of nowhere.
+	for _, kind := range repairKinds {
+		repairs.WithLabelValues(kind)
+	}
 	return func(r reconcile.Report) {
 			if r.Rebuilt {
 				repairs.WithLabelValues("rebuilt").Inc()

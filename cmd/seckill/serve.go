@@ -81,7 +81,12 @@ func (c *ServeCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	d, err := c.connect(ctx, true)
+	tp, stopTracing, err := setupTracing(ctx, "seckill-api")
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
+	d, err := c.connect(ctx, true, tp)
 	if err != nil {
 		return err
 	}
@@ -109,7 +114,7 @@ func startAPI(ctx context.Context, d *deps, signer *auth.Signer, cfg api.Config)
 	}
 	srv := api.New(cfg, api.Deps{
 		Store: d.store, Stock: d.stock, Temporal: d.temporal, Signer: signer, IDs: orderid.Leased(lease),
-		Registry: d.registry,
+		Registry: d.registry, Tracing: d.tracing,
 	})
 	bctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup

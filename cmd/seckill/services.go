@@ -15,13 +15,16 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/uber-go/tally/v4"
 	tallyprom "github.com/uber-go/tally/v4/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/client"
 	sdktally "go.temporal.io/sdk/contrib/tally"
+	"go.temporal.io/sdk/interceptor"
 	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/seckill/seckill/events"
 	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
+	"github.com/seckill/seckill/worker"
 )
 
 // Services are the addresses of the real services. Commands that need
@@ -43,6 +46,7 @@ type deps struct {
 	stock    *stock.Stock
 	events   *events.Publisher
 	temporal client.Client
+	tracing  trace.TracerProvider // nil: tracing off (setupTracing)
 }
 
 func (d *deps) Close() {
@@ -80,9 +84,11 @@ func openRedis(addr string) (*redis.Client, error) {
 }
 
 // connect opens the services the command needs. Temporal is lazy: an api
-// must come up, and keep admitting buyers, while Temporal is down.
-func (s Services) connect(ctx context.Context, needTemporal bool) (*deps, error) {
-	d := &deps{registry: prometheus.NewRegistry()}
+// must come up, and keep admitting buyers, while Temporal is down. tp, if
+// set, traces the Temporal client's calls (starts, updates) and is handed
+// to what the command builds on deps.
+func (s Services) connect(ctx context.Context, needTemporal bool, tp trace.TracerProvider) (*deps, error) {
+	d := &deps{registry: prometheus.NewRegistry(), tracing: tp}
 	d.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if s.DatabaseURL == "" {
 		return nil, fmt.Errorf("--database-url (DATABASE_URL) is required")
@@ -114,11 +120,16 @@ func (s Services) connect(ctx context.Context, needTemporal bool) (*deps, error)
 	d.events = events.NewPublisher(rdb)
 	d.registry.MustRegister(collectors.NewDBStatsCollector(d.store.DB(), "seckill"), redisPoolCollector(rdb))
 	if needTemporal {
+		var interceptors []interceptor.ClientInterceptor
+		if tp != nil {
+			interceptors = append(interceptors, worker.ClientTracing(tp))
+		}
 		d.temporal, err = client.NewLazyClient(client.Options{
 			HostPort:       s.TemporalAddress,
 			Namespace:      s.TemporalNamespace,
 			Logger:         sdklog.NewStructuredLogger(slog.Default().With("component", "temporal-sdk")),
 			MetricsHandler: temporalMetrics(d.registry),
+			Interceptors:   interceptors,
 		})
 		if err != nil {
 			d.Close()

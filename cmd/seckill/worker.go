@@ -24,7 +24,12 @@ type WorkerCmd struct {
 }
 
 func (c *WorkerCmd) Run(ctx context.Context) error {
-	d, err := c.connect(ctx, true)
+	tp, stopTracing, err := setupTracing(ctx, "seckill-worker")
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
+	d, err := c.connect(ctx, true, tp)
 	if err != nil {
 		return err
 	}
@@ -37,7 +42,7 @@ func (c *WorkerCmd) Run(ctx context.Context) error {
 		if err := waitTemporal(ctx, d.temporal); err != nil {
 			return err
 		}
-		w = worker.New(d.temporal, acts, worker.Options{MaxConcurrentActivities: c.MaxConcurrentActivities})
+		w = worker.New(d.temporal, acts, worker.Options{MaxConcurrentActivities: c.MaxConcurrentActivities, Tracing: d.tracing})
 		err := w.Start()
 		if err == nil {
 			break
