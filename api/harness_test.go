@@ -100,7 +100,7 @@ func start(t *testing.T, o options) *system {
 
 // admissionOnly is the api over real Postgres and Redis with a Temporal
 // client that points nowhere: enough for everything that does not start or
-// signal workflows (sale creation, admission, input decoding).
+// update workflows (sale creation, admission, input decoding).
 func admissionOnly(tb testing.TB, cfg api.Config) (*api.Server, *store.Store, *auth.Signer) {
 	tb.Helper()
 	db := testenv.Store(tb)

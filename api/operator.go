@@ -17,6 +17,7 @@ import (
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/ent"
 	"github.com/seckill/seckill/ent/order"
+	"github.com/seckill/seckill/orders"
 	"github.com/seckill/seckill/workflows"
 )
 
@@ -154,7 +155,7 @@ func (s *Server) addUnits(ctx context.Context, id int64, units int) (*ent.Sale, 
 	if err != nil {
 		return nil, operatorError(err)
 	}
-	s.soldOut.clear(id)
+	s.orders.Restocked(id)
 	slog.InfoContext(ctx, "units added by the operator", "sale_id", id, "units", units, "total_stock", sl.TotalStock)
 	return sl, nil
 }
@@ -165,11 +166,7 @@ var errAddedNotMirrored = errors.New("units added in the database only")
 // loadSale loads sl into Redis from the database unless Redis holds it,
 // for a caller holding the sale's lock.
 func (s *Server) loadSale(ctx context.Context, sl *ent.Sale) error {
-	rs, err := s.redisSale(ctx, sl)
-	if err != nil {
-		return err
-	}
-	_, err = s.deps.Stock.Load(ctx, rs)
+	_, err := orders.Load(ctx, s.deps.Store, s.deps.Stock, sl)
 	return err
 }
 
@@ -371,10 +368,10 @@ func (s *Server) openOrders(ctx context.Context, id int64) (openOrders, error) {
 
 // cancelEach sends the cancel update to each order, a bounded number at
 // once. Orders it could not cancel yet are retried by the next round.
-func (s *Server) cancelEach(ctx context.Context, orders []*ent.Order) {
+func (s *Server) cancelEach(ctx context.Context, open []*ent.Order) {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, cancelParallelism)
-	for _, o := range orders {
+	for _, o := range open {
 		if o.Status != order.StatusAWAITING_PAYMENT {
 			continue // a PENDING row: its workflow has not reached the wait
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/orders"
 )
 
 // Problem is an RFC 9457 problem+json body with a stable machine-readable
@@ -91,12 +92,15 @@ func problem(status int, code, detail string) *Problem {
 
 // rateLimited is a 429 with Retry-After.
 func rateLimited(retry time.Duration) error {
-	secs := max(1, int(retry.Round(time.Second)/time.Second))
-	return huma.ErrorWithHeaders(
-		problem(http.StatusTooManyRequests, CodeRateLimited, "too many requests; retry after "+strconv.Itoa(secs)+"s"),
-		http.Header{"Retry-After": {strconv.Itoa(secs)}},
-	)
+	return huma.ErrorWithHeaders(rateLimitedProblem(retry),
+		http.Header{"Retry-After": {strconv.Itoa(retrySeconds(retry))}})
 }
+
+func rateLimitedProblem(retry time.Duration) *Problem {
+	return problem(http.StatusTooManyRequests, CodeRateLimited, "too many requests; retry after "+strconv.Itoa(retrySeconds(retry))+"s")
+}
+
+func retrySeconds(retry time.Duration) int { return max(1, int(retry.Round(time.Second)/time.Second)) }
 
 // toHTTP maps the outcome of a business call to the HTTP answer, logging
 // what the caller must not see.
@@ -104,12 +108,20 @@ func toHTTP(ctx context.Context, err error) error {
 	if err == nil {
 		return nil
 	}
-	var written huma.StatusError
-	if errors.As(err, &written) {
-		return err // an HTTP answer already (e.g. 429 with its headers)
+	var (
+		written huma.StatusError
+		limited *orders.RateLimitedError
+	)
+	switch {
+	case errors.As(err, &written):
+		return err // an HTTP answer already
+	case errors.As(err, &limited):
+		return rateLimited(limited.RetryAfter)
 	}
 	p := problemFor(err)
 	switch {
+	case errors.Is(err, orders.ErrNotConfirmed):
+		// Logged where it happened, with the order.
 	case p.Status == http.StatusServiceUnavailable:
 		slog.WarnContext(ctx, "backing service unavailable", "err", err)
 	case p.Status >= 500:
@@ -124,6 +136,7 @@ func problemFor(err error) *Problem {
 	var (
 		already *domain.AlreadyPurchasedError
 		state   *domain.StateError
+		limited *orders.RateLimitedError
 		written *Problem
 	)
 	switch {
@@ -149,6 +162,11 @@ func problemFor(err error) *Problem {
 		return p
 	case errors.Is(err, domain.ErrConflict):
 		return problem(http.StatusConflict, CodeInvalidState, "the order's status does not allow this")
+	case errors.As(err, &limited):
+		return rateLimitedProblem(limited.RetryAfter)
+	case errors.Is(err, orders.ErrNotConfirmed):
+		return problem(http.StatusServiceUnavailable, CodeUnavailable,
+			"the order's workflow did not confirm the request in time; it may still take effect, so read the order before retrying")
 	case errors.Is(err, domain.ErrUnavailable), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return problem(http.StatusServiceUnavailable, CodeUnavailable, "a backing service is unavailable; nothing was changed")
 	}

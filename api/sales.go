@@ -13,8 +13,7 @@ import (
 	"github.com/seckill/seckill/api/wire"
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/ent"
-	"github.com/seckill/seckill/ent/order"
-	"github.com/seckill/seckill/stock"
+	"github.com/seckill/seckill/orders"
 	"github.com/seckill/seckill/store"
 	"github.com/seckill/seckill/workflows"
 )
@@ -205,38 +204,11 @@ func (s *Server) Warm(ctx context.Context, id int64) error {
 	return s.warmSale(ctx, sl)
 }
 
-// warmSale loads a sale into Redis from the database: its stock and the
-// buyers holding live orders. It does nothing to a sale Redis already has.
+// warmSale loads a sale into Redis from the database (orders.Warm): its
+// stock and the buyers holding live orders. It does nothing to a sale Redis
+// already has.
 func (s *Server) warmSale(ctx context.Context, sl *ent.Sale) error {
-	rs, err := s.redisSale(ctx, sl)
-	if err != nil {
-		return err
-	}
-	_, err = s.deps.Stock.Warm(ctx, rs)
-	return err
-}
-
-// redisSale is what Redis needs to admit buyers to sl, read from the
-// database.
-func (s *Server) redisSale(ctx context.Context, sl *ent.Sale) (stock.Sale, error) {
-	live, err := s.deps.Store.Client().Order.Query().
-		Where(order.SaleID(sl.ID), order.StatusIn(order.StatusPENDING, order.StatusAWAITING_PAYMENT, order.StatusPAID)).
-		Select(order.FieldID, order.FieldUserID).All(ctx)
-	if err != nil {
-		return stock.Sale{}, err
-	}
-	buyers := make(map[string]int64, len(live))
-	for _, o := range live {
-		buyers[o.UserID] = o.ID
-	}
-	rs := stock.Sale{
-		ID: sl.ID, PriceCents: sl.PriceCents, StartsAt: sl.StartsAt, EndsAt: sl.EndsAt,
-		Remaining: sl.Stock, Buyers: buyers,
-	}
-	if sl.PaymentTimeoutSeconds != nil {
-		rs.PaymentTimeout = time.Duration(*sl.PaymentTimeoutSeconds) * time.Second
-	}
-	return rs, nil
+	return orders.Warm(ctx, s.deps.Store, s.deps.Stock, sl)
 }
 
 // notFoundOr keeps not-found errors and marks the rest as unavailability.

@@ -25,6 +25,7 @@ import (
 
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/orderid"
+	"github.com/seckill/seckill/orders"
 	"github.com/seckill/seckill/push"
 	"github.com/seckill/seckill/relay"
 	"github.com/seckill/seckill/stock"
@@ -116,11 +117,10 @@ type Server struct {
 	api     huma.API
 	mux     *http.ServeMux
 	handler http.Handler // mux, traced when tracing is on
-	tracer  trace.Tracer // nil: tracing off
 	limiter *redis_rate.Limiter
 	hub     *push.Hub
 	relay   *relay.Relay
-	soldOut soldOutFlags
+	orders  *orders.Service
 	// inFlight holds a token per purchase being processed.
 	inFlight chan struct{}
 	metrics  *metrics
@@ -151,7 +151,6 @@ func New(cfg Config, deps Deps) *Server {
 	if cfg.Relay.Tracing == nil {
 		cfg.Relay.Tracing = deps.Tracing
 	}
-	s.soldOut.ttl = cfg.SoldOutTTL
 	s.cancels = newCancellations()
 	s.inFlight = make(chan struct{}, cfg.MaxInFlight)
 	if cfg.Relay.Busy == nil {
@@ -162,6 +161,14 @@ func New(cfg Config, deps Deps) *Server {
 	s.hub = push.NewHub(deps.Stock.Client(), s.snapshot, push.Options{AllowedOrigins: cfg.AllowedOrigins})
 	s.relay = relay.New(deps.Stock, relay.NewTemporalStarter(deps.Temporal), cfg.Relay)
 	s.metrics = newMetrics(s.reg, s)
+	var tracer trace.Tracer // nil: tracing off
+	if deps.Tracing != nil {
+		tracer = deps.Tracing.Tracer("github.com/seckill/seckill/api")
+	}
+	s.orders = orders.New(orders.Config{
+		IPRate: cfg.IPRate, UserRate: cfg.UserRate, SaleRate: cfg.SaleRate,
+		SoldOutTTL: cfg.SoldOutTTL, PayWait: cfg.PayWait,
+	}, orders.Deps{Store: deps.Store, Stock: deps.Stock, Temporal: deps.Temporal, IDs: deps.IDs, Tracer: tracer})
 
 	hc := huma.DefaultConfig("seckill", "1.0.0")
 	hc.Info.Description = "Flash-sale orders: admission in Redis, one durable Temporal workflow per order, results over a websocket."
@@ -183,7 +190,6 @@ func New(cfg Config, deps Deps) *Server {
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}))
 	s.handler = s.mux
 	if deps.Tracing != nil {
-		s.tracer = deps.Tracing.Tracer("github.com/seckill/seckill/api")
 		s.handler = otelhttp.NewHandler(s.mux, "seckill-api",
 			otelhttp.WithTracerProvider(deps.Tracing),
 			otelhttp.WithPropagators(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})),
@@ -229,7 +235,7 @@ func (s *Server) Run(ctx context.Context) error {
 	for name, run := range map[string]func(context.Context) error{
 		"relay":         s.relay.Run,
 		"hub":           s.hub.Run,
-		"restock":       s.listenRestock,
+		"restock":       s.orders.ListenRestock,
 		"cancellations": s.runCancellations,
 	} {
 		wg.Go(func() {

@@ -3,9 +3,13 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/go-redis/redis_rate/v10"
 
 	"github.com/seckill/seckill/domain"
 )
@@ -56,6 +60,22 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	s.hub.Serve(w, r, user.ID, selected)
 }
 
+// allow spends one request of the per-second budget under key, or answers
+// 429 with Retry-After.
+func (s *Server) allow(ctx context.Context, key string, perSecond int) error {
+	if perSecond <= 0 {
+		return nil
+	}
+	res, err := s.limiter.Allow(ctx, "seckill:rate:"+key, redis_rate.PerSecond(perSecond))
+	if err != nil {
+		return unavailable(fmt.Errorf("rate limiter: %w", err))
+	}
+	if res.Allowed == 0 {
+		return rateLimited(res.RetryAfter)
+	}
+	return nil
+}
+
 func websocketProtocols(r *http.Request) []string {
 	var out []string
 	for _, h := range r.Header.Values("Sec-WebSocket-Protocol") {
@@ -72,15 +92,15 @@ func websocketProtocols(r *http.Request) []string {
 // the user's orders of the last 24 hours, oldest first, so a result
 // produced before the socket opened is not lost.
 func (s *Server) snapshot(ctx context.Context, userID string) ([]domain.Event, error) {
-	orders, err := s.ordersOf(ctx, userID, time.Now().Add(-24*time.Hour), 200)
+	list, err := s.orders.List(ctx, userID, time.Now().Add(-24*time.Hour), 200)
 	if err != nil {
 		return nil, err
 	}
-	events := make([]domain.Event, 0, len(orders))
-	for i := len(orders) - 1; i >= 0; i-- {
-		o := orders[i]
+	events := make([]domain.Event, 0, len(list))
+	for i := len(list) - 1; i >= 0; i-- {
+		o := list[i]
 		events = append(events, domain.Event{
-			Type: "order", OrderID: o.ID, SaleID: o.SaleID, UserID: o.UserID,
+			Type: "order", OrderID: strconv.FormatInt(o.ID, 10), SaleID: strconv.FormatInt(o.SaleID, 10), UserID: o.UserID,
 			Status: o.Status, Reason: o.Reason, At: o.UpdatedAt,
 		})
 	}

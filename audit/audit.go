@@ -1,4 +1,4 @@
-// Package audit checks the invariants of SPEC §2 for a sale against
+// Package audit checks the invariants of docs/design.md §2 for a sale against
 // Postgres, Redis and Temporal. Tests, `seckill bench`, `seckill audit` and
 // the chaos suite all end with it.
 package audit
@@ -121,18 +121,16 @@ func Sale(ctx context.Context, src Sources, saleID int64, exp Expect) (Report, e
 	}
 
 	// Invariant 2: one live unit per buyer.
-	live, err := db.Order.Query().
-		Where(order.SaleID(saleID), order.StatusIn(order.StatusPENDING, order.StatusAWAITING_PAYMENT, order.StatusPAID)).
-		Select(order.FieldID, order.FieldUserID).All(ctx)
+	live, err := src.Store.LiveBuyers(ctx, saleID)
 	if err != nil {
 		return r, fmt.Errorf("audit live orders: %w", err)
 	}
 	liveByUser := make(map[string]int64, len(live))
-	for _, o := range live {
-		if prev, dup := liveByUser[o.UserID]; dup {
-			r.violate("user %s holds two live orders: %d and %d", o.UserID, prev, o.ID)
+	for _, b := range live {
+		if prev, dup := liveByUser[b.UserID]; dup {
+			r.violate("user %s holds two live orders: %d and %d", b.UserID, prev, b.OrderID)
 		}
-		liveByUser[o.UserID] = o.ID
+		liveByUser[b.UserID] = b.OrderID
 	}
 
 	// The ledger explains the stock exactly, at every moment, because each
@@ -255,7 +253,7 @@ func checkLedgerPerOrder(ctx context.Context, db *ent.Client, saleID int64, move
 			}
 		case !status.Live() && settled && l.deducted && !l.restored:
 			// Until the sale settles, an ended order may still be between
-			// CancelOrder and RestoreStock.
+			// FinishOrder and RestoreStock.
 			r.violate("order %d is %s but its unit was never restored", o.ID, status)
 		}
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/ent"
+	"github.com/seckill/seckill/orders"
 	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
 )
@@ -112,26 +113,15 @@ func (rc *Reconciler) sale(ctx context.Context, saleID int64) (Report, error) {
 		// Redis lost the sale (a restart without persistence): the
 		// database knows the stock and who holds a unit. Nothing can be
 		// admitted meanwhile (reserve.lua refuses an unloaded sale) and
-		// warm-ups take the lock we hold.
-		live := map[string]int64{}
-		for _, o := range db.Orders {
-			if domain.Status(o.Status).Live() {
-				live[o.UserID] = o.ID
-			}
-		}
-		sl := db.Sale
-		rebuilt := stock.Sale{ID: sl.ID, PriceCents: sl.PriceCents,
-			StartsAt: sl.StartsAt, EndsAt: sl.EndsAt, Remaining: sl.Stock, Buyers: live}
-		if sl.PaymentTimeoutSeconds != nil {
-			// The sale's own payment timeout goes back into its intents.
-			rebuilt.PaymentTimeout = time.Duration(*sl.PaymentTimeoutSeconds) * time.Second
-		}
-		loaded, err := rc.Stock.Load(ctx, rebuilt)
+		// warm-ups take the lock we hold. The stock and the buyers come
+		// from the one snapshot, not from orders.Load, whose two reads
+		// could see a saga's deduction in one and not the other.
+		loaded, err := rc.Stock.Load(ctx, orders.RedisSale(db.Sale, db.LiveBuyers()))
 		if err != nil {
 			return rep, err
 		}
 		rep.Rebuilt = loaded
-		rep.RemainingNow = sl.Stock
+		rep.RemainingNow = db.Sale.Stock
 		return rep, nil
 	}
 

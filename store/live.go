@@ -51,3 +51,29 @@ func (s *Store) SalesByID(ctx context.Context, ids []int64) (map[int64]*ent.Sale
 	}
 	return out, nil
 }
+
+// Buyer is a user holding a live order of a sale: the unit Redis must
+// record in the sale's buyers.
+type Buyer struct {
+	UserID  string
+	OrderID int64
+}
+
+// LiveBuyers lists the buyers of a sale whose order holds a unit (PENDING,
+// AWAITING_PAYMENT or PAID), oldest order first. The partial unique index
+// allows one live order per buyer; a second one, which the audit looks
+// for, is listed rather than hidden.
+func (s *Store) LiveBuyers(ctx context.Context, saleID int64) ([]Buyer, error) {
+	rows, err := s.db.Order.Query().
+		Where(order.SaleID(saleID), order.StatusIn(order.StatusPENDING, order.StatusAWAITING_PAYMENT, order.StatusPAID)).
+		Order(ent.Asc(order.FieldID)).
+		Select(order.FieldID, order.FieldUserID).All(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("live buyers of sale %d: %w", saleID, err)
+	}
+	out := make([]Buyer, len(rows))
+	for i, o := range rows {
+		out[i] = Buyer{UserID: o.UserID, OrderID: o.ID}
+	}
+	return out, nil
+}

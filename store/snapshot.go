@@ -1,9 +1,11 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/ent"
@@ -29,6 +31,19 @@ type SaleSnapshot struct {
 // taken: it deducted and has not restored.
 func (s SaleSnapshot) HoldsUnit(orderID int64) bool {
 	return s.Deducted[orderID] && !s.Restored[orderID]
+}
+
+// LiveBuyers are the buyers whose order held a unit at the snapshot's
+// instant, oldest order first, as Store.LiveBuyers lists them.
+func (s SaleSnapshot) LiveBuyers() []Buyer {
+	var out []Buyer
+	for _, o := range s.Orders {
+		if domain.Status(o.Status).Live() {
+			out = append(out, Buyer{UserID: o.UserID, OrderID: o.ID})
+		}
+	}
+	slices.SortFunc(out, func(a, b Buyer) int { return cmp.Compare(a.OrderID, b.OrderID) })
+	return out
 }
 
 // SaleSnapshot reads the sale, its orders and their ledger in one

@@ -117,10 +117,10 @@ func (c *DevCmd) Run(ctx context.Context) error {
 	if err := d.store.Migrate(ctx); err != nil {
 		return err
 	}
-	if c.TemporalAddress != "" {
-		if err := worker.RegisterSearchAttributes(ctx, d.temporal, c.TemporalNamespace); err != nil {
-			return err
-		}
+	// The embedded server creates its namespace with them; an external
+	// one, or an older embedded database, may lack them.
+	if err := worker.RegisterSearchAttributes(ctx, d.temporal, c.TemporalNamespace); err != nil {
+		return err
 	}
 
 	w := worker.New(d.temporal, &activities.Activities{Store: d.store, Stock: d.stock, Events: d.events, Metrics: activities.NewMetrics(d.registry)}, worker.Options{Tracing: d.tracing})

@@ -1,4 +1,4 @@
-package api
+package orders
 
 import (
 	"context"
@@ -34,8 +34,9 @@ func (f *soldOutFlags) isSet(sale int64) bool {
 	return true
 }
 
-// listenRestock clears sold-out flags when a compensation returns a unit.
-func (s *Server) listenRestock(ctx context.Context) error {
+// ListenRestock clears sold-out flags when a compensation returns a unit.
+// It returns when ctx ends.
+func (s *Service) ListenRestock(ctx context.Context) error {
 	sub := s.deps.Stock.Client().Subscribe(ctx, stock.RestockChannel)
 	defer sub.Close()
 	ch := sub.Channel()
@@ -53,3 +54,7 @@ func (s *Server) listenRestock(ctx context.Context) error {
 		}
 	}
 }
+
+// Restocked clears this instance's sold-out flag of a sale that got units
+// back (an operator added some).
+func (s *Service) Restocked(saleID int64) { s.soldOut.clear(saleID) }

@@ -1,0 +1,207 @@
+// Package orders holds a buyer's use cases, independent of HTTP: Purchase
+// (admission in Redis), Pay and Cancel (Temporal Workflow Updates), Get and
+// List (database rows merged with the orders Redis admitted that have no
+// row yet). The api adapts them to HTTP; the outcomes are domain errors
+// and typed results, which the api maps to status codes in one place.
+//
+// It also owns loading a sale from the database into Redis (Warm, Load,
+// RedisSale), shared by the api and the reconciler.
+package orders
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	"go.opentelemetry.io/otel/trace"
+	"go.temporal.io/sdk/client"
+
+	"github.com/seckill/seckill/auth"
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/ent"
+	"github.com/seckill/seckill/orderid"
+	"github.com/seckill/seckill/stock"
+	"github.com/seckill/seckill/store"
+)
+
+// Order is an order as its buyer sees it: its row, or, before the order's
+// workflow has written one, the unit Redis admitted it to (PENDING).
+type Order struct {
+	ID          int64
+	SaleID      int64
+	UserID      string
+	Status      domain.Status
+	Reason      string
+	AmountCents int64
+	WorkflowID  string
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+}
+
+// Config tunes the use cases.
+type Config struct {
+	// IPRate, UserRate and SaleRate bound purchases per second per client
+	// address, buyer and sale; 0 or negative: no limit.
+	IPRate, UserRate, SaleRate int
+	// SoldOutTTL bounds how long the local sold-out flag of a sale is
+	// trusted without a restock event.
+	SoldOutTTL time.Duration
+	// PayWait is how long Pay and Cancel wait for the workflow to record
+	// the change before answering that it is accepted but not recorded.
+	PayWait time.Duration
+}
+
+// Deps are the services the use cases use.
+type Deps struct {
+	Store    *store.Store
+	Stock    *stock.Stock
+	Temporal client.Client
+	IDs      *orderid.Generator
+	// Tracer, if set, traces the reservation of each purchase and each pay
+	// or cancel. Nil: no tracing, and the purchase path does nothing more.
+	Tracer trace.Tracer
+}
+
+// Service runs the use cases of one api instance.
+type Service struct {
+	cfg     Config
+	deps    Deps
+	limiter *redis_rate.Limiter
+	soldOut soldOutFlags
+}
+
+// New builds a Service.
+func New(cfg Config, deps Deps) *Service {
+	s := &Service{cfg: cfg, deps: deps, limiter: redis_rate.NewLimiter(deps.Stock.Client())}
+	s.soldOut.ttl = cfg.SoldOutTTL
+	return s
+}
+
+// Get returns an order the user may see: theirs (admins see all). An order
+// that is not theirs is reported as not found, not forbidden, so ids cannot
+// be probed.
+func (s *Service) Get(ctx context.Context, user auth.User, id int64) (Order, error) {
+	row, err := s.deps.Store.Order(ctx, id)
+	switch {
+	case err == nil:
+		if row.UserID != user.ID && !user.Admin() {
+			return Order{}, domain.ErrNotFound
+		}
+		return view(row), nil
+	case !errors.Is(err, domain.ErrNotFound):
+		return Order{}, unavailable(err)
+	}
+	// No row yet: the order may be admitted and on its way.
+	pending, err := s.pendingOf(ctx, user.ID)
+	if err != nil {
+		return Order{}, err
+	}
+	for _, o := range pending {
+		if o.ID == id {
+			return o, nil
+		}
+	}
+	return Order{}, domain.ErrNotFound
+}
+
+// List lists a user's orders since a time, newest first: the rows, plus
+// the admitted orders that have no row yet.
+func (s *Service) List(ctx context.Context, userID string, since time.Time, limit int) ([]Order, error) {
+	rows, err := s.deps.Store.OrdersOf(ctx, userID, since, limit)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	pending, err := s.pendingOf(ctx, userID)
+	if err != nil {
+		return nil, err
+	}
+	known := make(map[int64]bool, len(rows))
+	out := make([]Order, 0, len(rows)+len(pending))
+	for _, r := range rows {
+		known[r.ID] = true
+	}
+	for _, p := range pending {
+		if !known[p.ID] {
+			out = append(out, p)
+		}
+	}
+	for _, r := range rows {
+		out = append(out, view(r))
+	}
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+// pendingOf finds the units a user holds in Redis whose order row does not
+// exist yet: admitted orders whose workflow has not written them. It costs
+// one Redis round trip over the sales still loaded (retired sales are not)
+// and two queries, however many orders the buyer has.
+func (s *Service) pendingOf(ctx context.Context, userID string) ([]Order, error) {
+	held, err := s.deps.Stock.HoldersOf(ctx, userID)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	if len(held) == 0 {
+		return nil, nil
+	}
+	ids := make([]int64, 0, len(held))
+	saleIDs := make([]int64, 0, len(held))
+	for sale, id := range held {
+		ids = append(ids, id)
+		saleIDs = append(saleIDs, sale)
+	}
+	written, err := s.deps.Store.OrdersWritten(ctx, ids)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	sales, err := s.deps.Store.SalesByID(ctx, saleIDs)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	var out []Order
+	for sale, id := range held {
+		if written[id] {
+			continue
+		}
+		at := orderid.Time(id)
+		o := Order{
+			ID: id, SaleID: sale, UserID: userID,
+			Status: domain.StatusPending, WorkflowID: domain.WorkflowID(id), CreatedAt: at, UpdatedAt: at,
+		}
+		if sl := sales[sale]; sl != nil {
+			o.AmountCents = sl.PriceCents
+		}
+		out = append(out, o)
+	}
+	// Newest first, like the rows.
+	slices.SortFunc(out, func(a, b Order) int { return b.CreatedAt.Compare(a.CreatedAt) })
+	return out, nil
+}
+
+func view(o *ent.Order) Order {
+	return Order{
+		ID: o.ID, SaleID: o.SaleID, UserID: o.UserID,
+		Status: domain.Status(o.Status), Reason: o.Reason, AmountCents: o.AmountCents,
+		WorkflowID: domain.WorkflowID(o.ID), CreatedAt: o.CreatedAt.UTC(), UpdatedAt: o.UpdatedAt.UTC(),
+	}
+}
+
+// unavailable marks an infrastructure error, which the api answers 503.
+func unavailable(err error) error {
+	if err == nil {
+		return nil
+	}
+	return errors.Join(domain.ErrUnavailable, err)
+}
+
+// notFoundOr keeps not-found errors and marks the rest as unavailability.
+func notFoundOr(err error) error {
+	if errors.Is(err, domain.ErrUnknownSale) || errors.Is(err, domain.ErrNotFound) {
+		return err
+	}
+	return unavailable(err)
+}

@@ -1,0 +1,171 @@
+package orders
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/relay"
+)
+
+// PurchaseRequest is one buyer asking for one unit of a sale.
+type PurchaseRequest struct {
+	SaleID int64
+	UserID string
+	// ClientIP is the caller's address, for the per-address rate limit.
+	ClientIP string
+	// IdempotencyKey, if set, makes a retry of the same request answer
+	// with the same order as a success.
+	IdempotencyKey string
+}
+
+// RateLimitedError refuses a request beyond a rate limit.
+type RateLimitedError struct {
+	RetryAfter time.Duration
+}
+
+func (e *RateLimitedError) Error() string {
+	return fmt.Sprintf("too many requests; retry after %s", e.RetryAfter)
+}
+
+// Purchase runs the admission path: sold-out flag, rate limits, a fenced
+// order id, the reservation in Redis (loading the sale from the database
+// if Redis does not hold it). It returns the order holding the buyer's
+// unit: the new one, or, for a retry of the winning request, the first.
+// Refusals are domain errors (sold out, already purchased, not started,
+// ended, unknown sale), *RateLimitedError, or domain.ErrUnavailable;
+// an unconfirmed order-id lease wraps orderid.ErrUnfenced too.
+func (s *Service) Purchase(ctx context.Context, req PurchaseRequest) (int64, error) {
+	saleID, userID, idemKey := req.SaleID, req.UserID, req.IdempotencyKey
+	if s.soldOut.isSet(saleID) {
+		// The flag spares a sold-out sale the rate limiters, not the
+		// buyer's own answer: one read-only script still tells a winner
+		// their order, a retry of the winning request its 202, and anyone
+		// that the sale ended.
+		id, open, err := s.deps.Stock.Lookup(ctx, saleID, userID, idemKey)
+		switch {
+		case err == nil && !open:
+			return id, nil
+		case err == nil, errors.Is(err, domain.ErrUnknownSale):
+			s.soldOut.clear(saleID) // a unit came back, or Redis lost the sale
+		case errors.Is(err, domain.ErrSoldOut):
+			return 0, err
+		default:
+			return 0, admissionError(err)
+		}
+	}
+	if err := s.allow(ctx, "ip:"+req.ClientIP, s.cfg.IPRate); err != nil {
+		return 0, err
+	}
+	if err := s.allow(ctx, "user:"+userID, s.cfg.UserRate); err != nil {
+		return 0, err
+	}
+	if err := s.allow(ctx, "sale:"+strconv.FormatInt(saleID, 10), s.cfg.SaleRate); err != nil {
+		return 0, err
+	}
+	minted, err := s.mint()
+	if err != nil {
+		return 0, err
+	}
+	id, err := s.reserve(ctx, saleID, userID, minted, idemKey)
+	if errors.Is(err, domain.ErrUnknownSale) {
+		// Redis does not know the sale: never warmed, or Redis lost it.
+		// Load it from the database, which knows.
+		sl, serr := s.deps.Store.Sale(ctx, saleID)
+		if serr != nil {
+			return 0, notFoundOr(serr)
+		}
+		if !time.Now().Before(sl.EndsAt) {
+			// Ended, and retired from Redis (or never loaded): the
+			// database answers, and the sale stays out of Redis.
+			return 0, domain.ErrEnded
+		}
+		if werr := Warm(ctx, s.deps.Store, s.deps.Stock, sl); werr != nil {
+			return 0, unavailable(werr)
+		}
+		id, err = s.reserve(ctx, saleID, userID, minted, idemKey)
+	}
+	switch {
+	case err == nil:
+		return id, nil
+	case errors.Is(err, domain.ErrSoldOut):
+		s.soldOut.set(saleID)
+		return 0, err
+	}
+	return 0, admissionError(err)
+}
+
+// reserve is Stock.Reserve, in a span of its own when tracing is on: the
+// intent then carries the span's trace context, so the relay starts the
+// order's workflow in the purchase's trace. Tracing off, it adds nothing.
+func (s *Service) reserve(ctx context.Context, saleID int64, userID string, orderID int64, idemKey string) (int64, error) {
+	if s.deps.Tracer == nil {
+		return s.deps.Stock.Reserve(ctx, saleID, userID, orderID, idemKey)
+	}
+	rctx, span := s.deps.Tracer.Start(ctx, "stock.Reserve", trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attribute.String("sale.id", strconv.FormatInt(saleID, 10)),
+			attribute.String("user.id", userID)))
+	defer span.End()
+	carrier := propagation.MapCarrier{}
+	propagation.TraceContext{}.Inject(rctx, carrier)
+	id, err := s.deps.Stock.ReserveTraced(rctx, saleID, userID, orderID, idemKey, carrier["traceparent"])
+	switch {
+	case err == nil:
+		// The order that holds the buyer's unit: the minted one, or the
+		// first one on a retry of the winning request.
+		attr := relay.OrderIDKey.String(strconv.FormatInt(id, 10))
+		span.SetAttributes(attr)
+		trace.SpanFromContext(ctx).SetAttributes(attr) // the purchase request's span
+	case admissionError(err) == err:
+		span.SetAttributes(attribute.String("admission.outcome", err.Error())) // a business answer
+	default:
+		span.SetStatus(codes.Error, err.Error())
+	}
+	return id, err
+}
+
+// admissionError passes the business answers of Reserve and Lookup through
+// and marks anything else as unavailability.
+func admissionError(err error) error {
+	var already *domain.AlreadyPurchasedError
+	switch {
+	case errors.As(err, &already), errors.Is(err, domain.ErrSoldOut), errors.Is(err, domain.ErrNotStarted),
+		errors.Is(err, domain.ErrEnded), errors.Is(err, domain.ErrUnknownSale):
+		return err
+	}
+	return unavailable(err)
+}
+
+// mint returns a fresh order id, or unavailability wrapping
+// orderid.ErrUnfenced when this instance cannot confirm its order-id node
+// lease: better no purchase than an id another instance may also mint.
+func (s *Service) mint() (int64, error) {
+	id, err := s.deps.IDs.Next()
+	if err != nil {
+		return 0, unavailable(err)
+	}
+	return id, nil
+}
+
+func (s *Service) allow(ctx context.Context, key string, perSecond int) error {
+	if perSecond <= 0 {
+		return nil
+	}
+	res, err := s.limiter.Allow(ctx, "seckill:rate:"+key, redis_rate.PerSecond(perSecond))
+	if err != nil {
+		return unavailable(fmt.Errorf("rate limiter: %w", err))
+	}
+	if res.Allowed == 0 {
+		return &RateLimitedError{RetryAfter: res.RetryAfter}
+	}
+	return nil
+}

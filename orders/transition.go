@@ -1,0 +1,179 @@
+package orders
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/seckill/seckill/auth"
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/relay"
+	"github.com/seckill/seckill/workflows"
+)
+
+// Outcome is what a pay or cancel did: the transition the caller asked for
+// took place. Recorded says the order's row shows it (the api answers
+// 200); else the workflow accepted it but has not recorded it within
+// PayWait (202): it will, since an accepted decision is final. A
+// transition that did not take place is a *domain.StateError instead.
+type Outcome struct {
+	Order    Order
+	Recorded bool
+}
+
+// ErrNotConfirmed means a pay or cancel reached Temporal but no worker took
+// it up in time (workers restarting): it may still take effect, so unlike
+// other unavailability it does not say that nothing changed. It is a
+// domain.ErrUnavailable.
+var ErrNotConfirmed = fmt.Errorf("%w: the order's workflow did not confirm the request in time", domain.ErrUnavailable)
+
+// Pay pays one of the user's orders awaiting payment.
+func (s *Service) Pay(ctx context.Context, user auth.User, id int64) (Outcome, error) {
+	return s.transition(ctx, user, id, workflows.UpdatePay, nil, domain.StatusPaid)
+}
+
+// Cancel cancels one of the user's orders awaiting payment; its unit goes
+// back on sale.
+func (s *Service) Cancel(ctx context.Context, user auth.User, id int64) (Outcome, error) {
+	return s.transition(ctx, user, id, workflows.UpdateCancel,
+		[]any{workflows.CancelRequest{Reason: "cancelled by buyer"}}, domain.StatusCancelled)
+}
+
+// transition asks an order's workflow to pay or cancel (a Temporal update)
+// and says what happened: the order when the transition the caller asked
+// for took place, a StateError with the order's real status when it did
+// not.
+func (s *Service) transition(ctx context.Context, user auth.User, id int64, update string, args []any, want domain.Status) (Outcome, error) {
+	o, err := s.Get(ctx, user, id)
+	if err == nil && o.UserID != user.ID {
+		err = domain.ErrNotFound // admins read any order but pay or cancel only their own
+	}
+	if err != nil {
+		return Outcome{}, err
+	}
+	switch o.Status {
+	case want:
+		return Outcome{Order: o, Recorded: true}, nil // a repeated request
+	case domain.StatusAwaitingPayment:
+	default:
+		return Outcome{}, stateError(update, o.Status)
+	}
+	if s.deps.Tracer != nil {
+		var span trace.Span
+		ctx, span = s.traceTransition(ctx, id, o.WorkflowID, update)
+		defer span.End()
+	}
+	// The update id is the transition's name: a retried or concurrent
+	// request for the same transition joins the first one's outcome.
+	h, err := s.deps.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID: o.WorkflowID, UpdateID: update, UpdateName: update, Args: args,
+		WaitForStage: client.WorkflowUpdateStageAccepted,
+	})
+	var st workflows.OrderState
+	if err == nil {
+		wctx, cancel := context.WithTimeout(ctx, s.cfg.PayWait)
+		err = h.Get(wctx, &st)
+		cancel()
+		if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			return s.answer(ctx, id, want, false)
+		}
+	}
+	if err != nil {
+		return s.refused(ctx, id, update, want, err)
+	}
+	if st.Status != want {
+		return Outcome{}, stateError(update, st.Status)
+	}
+	return s.answer(ctx, id, want, true)
+}
+
+// traceTransition opens the span of a pay or cancel. It runs in the
+// request's own trace (Temporal's interceptor carries it into the update
+// handler) and links to the order's trace, whose context the relay kept in
+// the workflow's memo: one DescribeWorkflowExecution, made only when
+// tracing is on. An order started without tracing gets no link.
+func (s *Service) traceTransition(ctx context.Context, id int64, workflowID, update string) (context.Context, trace.Span) {
+	orderAttr := relay.OrderIDKey.String(strconv.FormatInt(id, 10))
+	trace.SpanFromContext(ctx).SetAttributes(orderAttr)
+	opts := []trace.SpanStartOption{trace.WithAttributes(orderAttr, attribute.String("workflow.id", workflowID))}
+	if d, err := s.deps.Temporal.DescribeWorkflowExecution(ctx, workflowID, ""); err == nil {
+		if p := d.GetWorkflowExecutionInfo().GetMemo().GetFields()[relay.TraceparentMemo]; p != nil {
+			var tp string
+			if converter.GetDefaultDataConverter().FromPayload(p, &tp) == nil {
+				order := trace.SpanContextFromContext(propagation.TraceContext{}.Extract(ctx, propagation.MapCarrier{"traceparent": tp}))
+				if order.IsValid() {
+					opts = append(opts, trace.WithLinks(trace.Link{SpanContext: order,
+						Attributes: []attribute.KeyValue{attribute.String("link.kind", "order")}}))
+				}
+			}
+		}
+	}
+	return s.deps.Tracer.Start(ctx, "order."+update, opts...)
+}
+
+// refused turns an update that did not run into the outcome: the order's
+// real status, read from the refusal or, once the workflow has ended, from
+// its row.
+func (s *Service) refused(ctx context.Context, id int64, update string, want domain.Status, err error) (Outcome, error) {
+	var (
+		app      *temporal.ApplicationError
+		nf       *serviceerror.NotFound
+		timedOut *client.WorkflowUpdateServiceTimeoutOrCanceledError
+	)
+	switch {
+	case errors.As(err, &app) && app.Type() == workflows.ErrTypeInvalidState:
+		var status domain.Status
+		if derr := app.Details(&status); derr != nil {
+			return Outcome{}, fmt.Errorf("decode refusal of %s: %w", update, derr)
+		}
+		if status == want {
+			// Decided by an earlier request of the same kind.
+			return s.answer(ctx, id, want, true)
+		}
+		return Outcome{}, stateError(update, status)
+	case errors.As(err, &nf):
+		// The workflow has ended; its row says how.
+		return s.answer(ctx, id, want, true)
+	case errors.As(err, &timedOut):
+		slog.WarnContext(ctx, "order update not confirmed in time", "order_id", id, "update", update, "err", err)
+		return Outcome{}, ErrNotConfirmed
+	}
+	return Outcome{}, unavailable(err)
+}
+
+// answer reads the order's row once the transition is decided: recorded
+// as asked if the row shows want, not recorded if it is decided but the
+// row still awaits payment, else a StateError with the row's status.
+func (s *Service) answer(ctx context.Context, id int64, want domain.Status, recorded bool) (Outcome, error) {
+	row, err := s.deps.Store.Order(ctx, id)
+	if err != nil {
+		return Outcome{}, unavailable(err)
+	}
+	switch status := domain.Status(row.Status); {
+	case status == want:
+		return Outcome{Order: view(row), Recorded: recorded}, nil
+	case status == domain.StatusAwaitingPayment:
+		return Outcome{Order: view(row), Recorded: false}, nil
+	default:
+		return Outcome{}, stateError("change", status)
+	}
+}
+
+// stateError says why a transition was refused, with the order's status.
+func stateError(what string, status domain.Status) error {
+	detail := fmt.Sprintf("cannot %s: the order is %s", what, status)
+	if status == domain.StatusPending {
+		detail = fmt.Sprintf("cannot %s yet: the order is still being placed; retry in a moment", what)
+	}
+	return &domain.StateError{Status: status, Detail: detail}
+}

@@ -1,0 +1,50 @@
+package orders
+
+import (
+	"context"
+	"time"
+
+	"github.com/seckill/seckill/ent"
+	"github.com/seckill/seckill/stock"
+	"github.com/seckill/seckill/store"
+)
+
+// Warm loads a sale into Redis from the database: its stock and the
+// buyers holding live orders. It does nothing to a sale Redis already has,
+// and takes the sale's lock (stock.Warm).
+func Warm(ctx context.Context, db *store.Store, st *stock.Stock, sl *ent.Sale) error {
+	buyers, err := db.LiveBuyers(ctx, sl.ID)
+	if err != nil {
+		return err
+	}
+	_, err = st.Warm(ctx, RedisSale(sl, buyers))
+	return err
+}
+
+// Load is Warm for a caller holding the sale's lock (stock.Load). It
+// reports whether it loaded the sale.
+func Load(ctx context.Context, db *store.Store, st *stock.Stock, sl *ent.Sale) (bool, error) {
+	buyers, err := db.LiveBuyers(ctx, sl.ID)
+	if err != nil {
+		return false, err
+	}
+	return st.Load(ctx, RedisSale(sl, buyers))
+}
+
+// RedisSale is what Redis needs to admit buyers to sl: its window, price
+// and stock, the buyers holding a unit, and the sale's own payment timeout,
+// which goes back into its intents (zero: the relay's).
+func RedisSale(sl *ent.Sale, buyers []store.Buyer) stock.Sale {
+	held := make(map[string]int64, len(buyers))
+	for _, b := range buyers {
+		held[b.UserID] = b.OrderID
+	}
+	rs := stock.Sale{
+		ID: sl.ID, PriceCents: sl.PriceCents, StartsAt: sl.StartsAt, EndsAt: sl.EndsAt,
+		Remaining: sl.Stock, Buyers: held,
+	}
+	if sl.PaymentTimeoutSeconds != nil {
+		rs.PaymentTimeout = time.Duration(*sl.PaymentTimeoutSeconds) * time.Second
+	}
+	return rs
+}
