@@ -327,7 +327,7 @@ func (c *client) awaitSagas(ctx context.Context, r *Result, o Options, saleID, a
 		for time.Now().Before(deadline) && ctx.Err() == nil {
 			st, err := c.stats(ctx, saleID, admin)
 			// A cancelled order's row changes before its unit returns
-			// (CancelOrder → RestoreStock → ReleaseReservation), so the
+			// (FinishOrder → RestoreStock → ReleaseReservation), so the
 			// counts alone are not the end: wait for the stock to settle too.
 			if err == nil && st.Orders["PAID"] == r.Paid && st.Orders["CANCELLED"] == r.Cancelled && len(st.drift()) == 0 {
 				break

@@ -1,7 +1,7 @@
 // Package chaos breaks a running seckill on purpose: real Postgres, Redis
 // and Temporal, the api and the worker as separate processes of the built
 // binary, a purchase wave from `seckill bench`, one fault injected in the
-// middle of it, and the invariant audit at the end (SPEC §9).
+// middle of it, and the invariant audit at the end (docs/design.md §9).
 //
 // Each test appends a row to $SECKILL_RELIABILITY_REPORT if set; that is
 // where docs/reliability.md's table comes from.

@@ -44,7 +44,7 @@ import (
 	"github.com/seckill/seckill/worker"
 )
 
-// The randomized interleaving test of SPEC §9. CI runs it for a fixed
+// The randomized interleaving test of docs/design.md §9. CI runs it for a fixed
 // budget; run it longer, or replay a failure, with
 //
 //	SECKILL_INTERLEAVE_SEED=<seed> SECKILL_INTERLEAVE_DURATION=5m go test -race -run TestInterleavings ./chaos/
@@ -67,7 +67,7 @@ const (
 	clockMargin = 50 * time.Millisecond
 )
 
-// Problem codes of SPEC §5 this test branches on.
+// Problem codes (docs/design.md §6.2) this test branches on.
 const (
 	codeEnded            = "ENDED"
 	codeAlreadyPurchased = "ALREADY_PURCHASED"
@@ -77,11 +77,11 @@ const (
 // Violation categories: what the final check found, by the requirement it
 // breaks.
 const (
-	catPaidRestocked = "item1 paid-restocked"              // an accepted payment was undone (SPEC §4)
-	catWrong2xx      = "item2 wrong-2xx"                   // pay/cancel answer disagrees with the order's end (SPEC §5)
-	catHidesWinner   = "item3 soldout-hides-winner/ended"  // a holder or a late buyer got the wrong purchase answer (SPEC §5)
-	catDrift         = "item4 reconciler drift/FAILED"     // Redis and Postgres disagree, or Redis admitted a unit the DB lacked (SPEC §2, §3)
-	catOther         = "other (lost order, not quiescent)" // SPEC §2 invariant 4, or the system never settled
+	catPaidRestocked = "item1 paid-restocked"              // an accepted payment was undone (design.md §4.4)
+	catWrong2xx      = "item2 wrong-2xx"                   // pay/cancel answer disagrees with the order's end (design.md §6.2)
+	catHidesWinner   = "item3 soldout-hides-winner/ended"  // a holder or a late buyer got the wrong purchase answer (design.md §6.2)
+	catDrift         = "item4 reconciler drift/FAILED"     // Redis and Postgres disagree, or Redis admitted a unit the DB lacked (design.md §2, §3.6)
+	catOther         = "other (lost order, not quiescent)" // design.md §2 invariant 4, or the system never settled
 )
 
 var categories = []string{catPaidRestocked, catWrong2xx, catHidesWinner, catDrift, catOther}
@@ -90,7 +90,7 @@ var categories = []string{catPaidRestocked, catWrong2xx, catHidesWinner, catDrif
 // reconciler; real Postgres, Redis and Temporal; real HTTP) with many buyers
 // doing random, concurrent things to a few small sales, restarts the worker
 // in the middle, lets everything settle, then checks the invariants of
-// SPEC §2 and that every API answer agrees with how its order ended.
+// docs/design.md §2 and that every API answer agrees with how its order ended.
 func TestInterleavings(t *testing.T) {
 	seed, budget := interleaveParams(t)
 	t.Logf("interleave seed %d, budget %s (replay: SECKILL_INTERLEAVE_SEED=%d)", seed, budget, seed)
@@ -994,7 +994,7 @@ func (r *interleave) checkPurchases(f *final, v *violations) {
 	}
 }
 
-// auditSales checks SPEC §2 invariants 1–5 per sale.
+// auditSales checks invariants 1–5 (docs/design.md §2) per sale.
 func (r *interleave) auditSales(ctx context.Context, f *final, v *violations) {
 	src := audit.Sources{Store: r.db, Stock: r.stock, Temporal: r.tc}
 	for _, s := range r.sales {

@@ -9,10 +9,12 @@
 // asked for, checked to be free beforehand, or a free one picked at start, so
 // several servers can run side by side on one machine, e.g. in parallel tests.
 //
-// Figures measured on a 2-core machine (see /work/shared/MEASUREMENTS.md): the
-// server starts in about a second, completes roughly 15–25 workflows per second
-// with default settings and uses ~400 MiB of RSS. It is meant for development
-// and tests, not for production.
+// Figures measured on a 2-core machine before seckill's saga existed (2,000
+// workflows of three no-op activities, worker in the same process): the server
+// starts in about a second, completes roughly 15–25 workflows per second with
+// default settings (about 87 with local activities and eager start, as seckill
+// runs them) and uses ~400 MiB of RSS; docs/performance.md has seckill's own
+// figures. It is meant for development and tests, not for production.
 //
 // Limitations inherited from the server's SQLite plugin:
 //   - the plugin keeps one connection per database open for the life of the

@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// Status is an order's lifecycle state (SPEC §2).
+// Status is an order's lifecycle state (docs/design.md §1.2).
 type Status string
 
 const (

@@ -1,4 +1,4 @@
-// Package push is the server side of the websocket result channel (SPEC §6):
+// Package push is the server side of the websocket result channel (docs/design.md §6.3):
 // it tells each connected buyer what happens to their orders. Events reach it
 // over Redis pub/sub from whichever worker produced them, so any api instance
 // can hold any buyer's socket.

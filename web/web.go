@@ -1,4 +1,4 @@
-// Package web is the demo page the api serves at "/" (SPEC §7): sales with
+// Package web is the demo page the api serves at "/" (docs/design.md §6.4): sales with
 // a countdown and live stock, a buy button, results over the websocket, a
 // link from each order to its workflow in the Temporal Web UI, and an
 // operator view with live stats. Plain HTML, CSS and JavaScript, embedded in

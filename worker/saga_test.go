@@ -28,7 +28,7 @@ import (
 
 // The whole order core against real Postgres, Redis and Temporal: a sale is
 // raced, every winner's saga reaches AWAITING_PAYMENT, half pay and half
-// cancel, and the invariants of SPEC §2 hold at the end.
+// cancel, and the invariants of docs/design.md §2 hold at the end.
 func TestSaleEndToEnd(t *testing.T) {
 	ctx := context.Background()
 	db := testenv.Store(t)

@@ -1,5 +1,5 @@
 // Package worker runs the order saga: it registers OrderWorkflow and its
-// activities on the seckill-orders task queue.
+// activities on the order task queue, workflows.TaskQueue.
 package worker
 
 import (

@@ -45,7 +45,8 @@ const ErrTypeInvalidState = "InvalidState"
 // takes pay and cancel as updates, registers RestoreStock before DeductStock,
 // records a payment on a disconnected context and never compensates a
 // paid order. Workflows started before it (DefaultVersion) replay their
-// recorded command sequence: see docs in README ("Changing the workflow").
+// recorded command sequence: see docs/design.md §4.5 and README ("Changing
+// the workflow").
 const VersionUpdates = "pay-cancel-updates"
 
 // DefaultPaymentTimeout is how long a buyer has to pay.
@@ -88,7 +89,8 @@ type OrderState struct {
 	Reason string
 }
 
-// CancelRequest is the payload of the cancel signal.
+// CancelRequest is the payload of the cancel update (and of the cancel
+// signal of workflows started before VersionUpdates).
 type CancelRequest struct {
 	Reason string
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/seckill/seckill/audit"
 )
 
-// AuditCmd checks the invariants of SPEC §2 for one sale or all of them.
+// AuditCmd checks the invariants of docs/design.md §2 for one sale or all of them.
 type AuditCmd struct {
 	Services
 	Sale      []int64 `name:"sale" help:"Sale ids to audit (default: every sale)."`

@@ -28,7 +28,7 @@ type CLI struct {
 	Temporal    TemporalCmd    `cmd:"" help:"Run the embedded Temporal dev server (with its Web UI) on its own."`
 	Migrate     MigrateCmd     `cmd:"" help:"Create or update the database schema and register the Temporal search attributes."`
 	Worker      WorkerCmd      `cmd:"" help:"Run the order saga worker."`
-	Audit       AuditCmd       `cmd:"" help:"Check the SPEC invariants of a sale; exits 1 on any violation."`
+	Audit       AuditCmd       `cmd:"" help:"Check the invariants of a sale (docs/design.md §2); exits 1 on any violation."`
 	Reconcile   ReconcileCmd   `cmd:"" help:"Repair Redis/Postgres drift of live sales once (the worker also does it periodically)."`
 	Token       TokenCmd       `cmd:"" help:"Print a signed bearer token."`
 	Bench       BenchCmd       `cmd:"" help:"Race U buyers for S units against a running system and check the invariants."`

@@ -11,6 +11,7 @@ import (
 
 	"github.com/seckill/seckill/activities"
 	"github.com/seckill/seckill/worker"
+	"github.com/seckill/seckill/workflows"
 )
 
 // WorkerCmd runs the order saga worker until SIGINT/SIGTERM, then lets
@@ -54,7 +55,7 @@ func (c *WorkerCmd) Run(ctx context.Context) error {
 		case <-time.After(time.Second):
 		}
 	}
-	slog.Info("worker running", "task_queue", "seckill-orders", "temporal", c.TemporalAddress)
+	slog.Info("worker running", "task_queue", workflows.TaskQueue, "temporal", c.TemporalAddress)
 	runReconciler(ctx, d, c.ReconcileInterval, c.RetireAfter)
 	if c.MetricsAddr != "" {
 		mux := http.NewServeMux()

@@ -5,8 +5,11 @@
 // The services come from the environment that .ci/run sets up:
 //
 //	SECKILL_TEST_DATABASE_URL  postgres:// URL of a server the tests may create databases on
-//	SECKILL_TEST_REDIS_ADDR    host:port of a Redis the tests may flush databases 1-15 of
-//	SECKILL_TEMPORAL_BIN       a seckill binary (plain build) whose `temporal` command runs the dev server
+//	SECKILL_TEST_REDIS_ADDR    host:port of a Redis whose databases 1 and up the tests lease and flush
+//	                           (every database but 0, which holds the leases: up to 1,023 with
+//	                           --databases 1024, as .ci/run starts it; see Redis)
+//	SECKILL_BIN                a seckill binary (plain build) whose `temporal` command runs the dev
+//	                           server; unset, the tests build one on first use (see Binary)
 //	SECKILL_REQUIRE_SERVICES=1 a missing service fails the test instead of skipping it (CI sets it)
 package testenv
 
