@@ -13,7 +13,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/events"
+	"github.com/seckill/seckill/push"
 	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
 )
@@ -31,7 +31,7 @@ const (
 type Activities struct {
 	Store   *store.Store
 	Stock   *stock.Stock
-	Events  *events.Publisher
+	Events  *push.Publisher
 	Metrics *Metrics // optional
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/api"
+	"github.com/seckill/seckill/api/wire"
 	"github.com/seckill/seckill/audit"
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/domain"
@@ -53,7 +54,7 @@ func TestFlashSaleOverHTTP(t *testing.T) {
 			defer mu.Unlock()
 			switch r.status {
 			case http.StatusAccepted:
-				var p api.Purchase
+				var p wire.Purchase
 				r.decode(t, &p)
 				if p.Status != domain.StatusPending || p.WorkflowID != "order-"+p.OrderID {
 					t.Errorf("purchase answer %+v", p)
@@ -68,7 +69,7 @@ func TestFlashSaleOverHTTP(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if codes["202"] != 100 || codes[api.CodeSoldOut] != 400 || len(codes) != 2 {
+	if codes["202"] != 100 || codes[wire.CodeSoldOut] != 400 || len(codes) != 2 {
 		t.Fatalf("answers = %v, want 100 × 202 and 400 × SOLD_OUT", codes)
 	}
 
@@ -108,12 +109,12 @@ func TestSameBuyerConcurrentRequestsGetOneOrder(t *testing.T) {
 			defer mu.Unlock()
 			switch r.status {
 			case http.StatusAccepted:
-				var p api.Purchase
+				var p wire.Purchase
 				r.decode(t, &p)
 				accepted = append(accepted, p.OrderID)
 			case http.StatusConflict:
 				p := r.problem(t)
-				if p.Code != api.CodeAlreadyPurchased {
+				if p.Code != wire.CodeAlreadyPurchased {
 					t.Errorf("code %s", p.Code)
 				}
 				already = append(already, p.OrderID)
@@ -150,7 +151,7 @@ func TestPayAndCancel(t *testing.T) {
 		if r.status != http.StatusAccepted {
 			t.Fatalf("buy: %d %s", r.status, r.body)
 		}
-		var p api.Purchase
+		var p wire.Purchase
 		r.decode(t, &p)
 		return p.OrderID
 	}
@@ -166,7 +167,7 @@ func TestPayAndCancel(t *testing.T) {
 	ps.await(t, payer, domain.StatusPaid)
 	s.waitStatus(payer, "payer", domain.StatusPaid)
 
-	if s.buy(sale.ID, "newcomer").problem(t).Code != api.CodeSoldOut {
+	if s.buy(sale.ID, "newcomer").problem(t).Code != wire.CodeSoldOut {
 		t.Fatal("a third buyer got a unit of a 2-unit sale")
 	}
 	r = s.do("POST", "/v1/orders/"+canceller+"/cancel", s.token("canceller", auth.RoleBuyer), nil)
@@ -192,7 +193,7 @@ func TestPayAndCancel(t *testing.T) {
 	})
 	// Paying a cancelled order is refused with a reason.
 	r = s.do("POST", "/v1/orders/"+canceller+"/pay", s.token("canceller", auth.RoleBuyer), nil)
-	if p := r.problem(t); r.status != http.StatusConflict || p.Code != api.CodeInvalidState || !strings.Contains(p.Detail, "CANCELLED") {
+	if p := r.problem(t); r.status != http.StatusConflict || p.Code != wire.CodeInvalidState || !strings.Contains(p.Detail, "CANCELLED") {
 		t.Fatalf("paying a cancelled order: %d %+v", r.status, p)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/api"
+	"github.com/seckill/seckill/api/wire"
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/stock"
@@ -22,7 +23,7 @@ func TestPurchasesQueueWhileTemporalIsDown(t *testing.T) {
 		if r.status != http.StatusAccepted {
 			t.Fatalf("purchase with Temporal down: %d %s, want 202", r.status, r.body)
 		}
-		var p api.Purchase
+		var p wire.Purchase
 		r.decode(t, &p)
 		orders[user] = p.OrderID
 		if o, _ := s.getOrder(p.OrderID, user); o.Status != domain.StatusPending {
@@ -53,7 +54,7 @@ func TestRedisDownAnswers503AndReservesNothing(t *testing.T) {
 	s := start(t, options{redisAddr: fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))})
 	sale := s.createSale(3) // the database takes it; Redis warm-up fails quietly
 	r := s.buy(sale.ID, "unlucky")
-	if r.status != http.StatusServiceUnavailable || r.problem(t).Code != api.CodeUnavailable {
+	if r.status != http.StatusServiceUnavailable || r.problem(t).Code != wire.CodeUnavailable {
 		t.Fatalf("purchase with Redis down: %d %s", r.status, r.body)
 	}
 	var id int64

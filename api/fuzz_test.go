@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/api"
+	"github.com/seckill/seckill/api/wire"
 	"github.com/seckill/seckill/api/wire/wiretest"
 	"github.com/seckill/seckill/auth"
 )
@@ -35,7 +36,7 @@ func FuzzCreateSale(f *testing.F) {
 		defer resp.Body.Close()
 		switch {
 		case resp.StatusCode == http.StatusCreated:
-			var sale api.Sale
+			var sale wire.Sale
 			if err := json.NewDecoder(resp.Body).Decode(&sale); err != nil {
 				t.Fatal(err)
 			}
@@ -43,7 +44,7 @@ func FuzzCreateSale(f *testing.F) {
 				t.Fatalf("accepted an invalid sale %+v from %q", sale, body)
 			}
 		case resp.StatusCode >= 400 && resp.StatusCode < 500:
-			var p api.Problem
+			var p wire.Problem
 			if err := json.NewDecoder(resp.Body).Decode(&p); err != nil || p.Code == "" {
 				t.Fatalf("4xx without a problem body: %v %+v", err, p)
 			}

@@ -22,11 +22,12 @@ import (
 
 	"github.com/seckill/seckill/activities"
 	"github.com/seckill/seckill/api"
+	"github.com/seckill/seckill/api/wire"
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/events"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/orderid"
+	"github.com/seckill/seckill/push"
 	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
 	"github.com/seckill/seckill/worker"
@@ -122,7 +123,7 @@ func admissionOnly(tb testing.TB, cfg api.Config) (*api.Server, *store.Store, *a
 // startWorker runs the order saga worker (it needs Temporal up to start).
 func (s *system) startWorker() {
 	s.t.Helper()
-	w := worker.New(s.tc, &activities.Activities{Store: s.store, Stock: s.stock, Events: events.NewPublisher(s.redis)}, worker.Options{Tracing: s.tracing})
+	w := worker.New(s.tc, &activities.Activities{Store: s.store, Stock: s.stock, Events: push.NewPublisher(s.redis)}, worker.Options{Tracing: s.tracing})
 	if err := w.Start(); err != nil {
 		s.t.Fatal(err)
 	}
@@ -152,12 +153,12 @@ func (r response) decode(t *testing.T, v any) {
 	}
 }
 
-func (r response) problem(t *testing.T) api.Problem {
+func (r response) problem(t *testing.T) wire.Problem {
 	t.Helper()
 	if ct := r.header.Get("Content-Type"); !strings.HasPrefix(ct, "application/problem+json") {
 		t.Fatalf("content type %q, want application/problem+json (body %s)", ct, r.body)
 	}
-	var p api.Problem
+	var p wire.Problem
 	r.decode(t, &p)
 	return p
 }
@@ -198,7 +199,7 @@ func (s *system) do(method, path, token string, body any, header ...string) resp
 }
 
 // createSale creates a sale that is open now.
-func (s *system) createSale(units int) api.Sale {
+func (s *system) createSale(units int) wire.Sale {
 	s.t.Helper()
 	r := s.do("POST", "/v1/sales", s.token("ops", auth.RoleAdmin), map[string]any{
 		"name": "flash phone", "price_cents": 19900, "stock": units,
@@ -207,18 +208,18 @@ func (s *system) createSale(units int) api.Sale {
 	if r.status != http.StatusCreated {
 		s.t.Fatalf("create sale: %d %s", r.status, r.body)
 	}
-	var sale api.Sale
+	var sale wire.Sale
 	r.decode(s.t, &sale)
 	return sale
 }
 
-func (s *system) sale(id string) api.Sale {
+func (s *system) sale(id string) wire.Sale {
 	s.t.Helper()
 	r := s.do("GET", "/v1/sales/"+id, "", nil)
 	if r.status != http.StatusOK {
 		s.t.Fatalf("get sale: %d %s", r.status, r.body)
 	}
-	var sale api.Sale
+	var sale wire.Sale
 	r.decode(s.t, &sale)
 	return sale
 }
@@ -228,10 +229,10 @@ func (s *system) buy(saleID, user string) response {
 	return s.do("POST", "/v1/sales/"+saleID+"/orders", s.token(user, auth.RoleBuyer), nil)
 }
 
-func (s *system) getOrder(id, user string) (api.Order, response) {
+func (s *system) getOrder(id, user string) (wire.Order, response) {
 	s.t.Helper()
 	r := s.do("GET", "/v1/orders/"+id, s.token(user, auth.RoleBuyer), nil)
-	var o api.Order
+	var o wire.Order
 	if r.status == http.StatusOK {
 		r.decode(s.t, &o)
 	}

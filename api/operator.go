@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/seckill/seckill/api/wire"
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/ent"
 	"github.com/seckill/seckill/ent/order"
@@ -29,14 +30,9 @@ import (
 // SaleCancelledReason is the reason an order cancelled with its sale gets.
 const SaleCancelledReason = "sale cancelled by the operator"
 
-// AddUnitsBody is what an operator sends to add units to a sale.
-type AddUnitsBody struct {
-	Units int `json:"units" minimum:"1" maximum:"1000000" doc:"Units to add to the sale's stock (at most store.MaxAddUnits)."`
-}
-
 type cancelOutput struct {
 	Status int
-	Body   Sale
+	Body   wire.Sale
 }
 
 func (s *Server) registerOperator() {
@@ -64,7 +60,7 @@ func (s *Server) registerOperator() {
 		Errors:       []int{400, 401, 403, 404, 409, 413, 422, 503},
 	}, func(ctx context.Context, in *struct {
 		ID   int64 `path:"id" minimum:"1" doc:"Sale id."`
-		Body AddUnitsBody
+		Body wire.AddUnitsBody
 	}) (*saleOutput, error) {
 		sl, err := s.addUnits(ctx, in.ID, in.Body.Units)
 		if err != nil {
@@ -200,7 +196,7 @@ func operatorError(err error) error {
 	case errors.Is(err, domain.ErrUnknownSale), errors.Is(err, domain.ErrEnded):
 		return err
 	case errors.Is(err, errAddedNotMirrored):
-		return problem(http.StatusServiceUnavailable, CodeUnavailable, err.Error())
+		return problem(http.StatusServiceUnavailable, wire.CodeUnavailable, err.Error())
 	}
 	return unavailable(err)
 }

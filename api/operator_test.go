@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/api"
+	"github.com/seckill/seckill/api/wire"
 	"github.com/seckill/seckill/audit"
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/domain"
@@ -37,7 +38,7 @@ func (s *system) race(saleID string, users []string) (map[string]string, map[str
 			defer mu.Unlock()
 			switch r.status {
 			case http.StatusAccepted:
-				var p api.Purchase
+				var p wire.Purchase
 				r.decode(s.t, &p)
 				winners[u] = p.OrderID
 			case http.StatusConflict:
@@ -59,13 +60,13 @@ func users(prefix string, n int) []string {
 	return out
 }
 
-func (s *system) stats(saleID string) api.SaleStats {
+func (s *system) stats(saleID string) wire.SaleStats {
 	s.t.Helper()
 	r := s.do("GET", "/v1/sales/"+saleID+"/stats", s.admin(), nil)
 	if r.status != http.StatusOK {
 		s.t.Fatalf("stats: %d %s", r.status, r.body)
 	}
-	var st api.SaleStats
+	var st wire.SaleStats
 	r.decode(s.t, &st)
 	return st
 }
@@ -83,7 +84,7 @@ func TestAddUnitsWhileBuyersRace(t *testing.T) {
 
 	// Units arrive in the middle of a race.
 	var (
-		added     api.Sale
+		added     wire.Sale
 		addStatus int
 		wg        sync.WaitGroup
 	)
@@ -100,14 +101,14 @@ func TestAddUnitsWhileBuyersRace(t *testing.T) {
 	if addStatus != http.StatusOK || added.Stock != 50 {
 		t.Fatalf("add units: %d %+v", addStatus, added)
 	}
-	if len(first) < 20 || len(first) > 50 || len(first)+codes[api.CodeSoldOut] != 80 {
+	if len(first) < 20 || len(first) > 50 || len(first)+codes[wire.CodeSoldOut] != 80 {
 		t.Fatalf("first race: %d winners, answers %v", len(first), codes)
 	}
 	// Everyone admitted after the add gets a unit while units last, though
 	// this instance had flagged the sale sold out.
 	left := 50 - len(first)
 	second, codes := s.race(sale.ID, users("second", left+10))
-	if len(second) != left || codes[api.CodeSoldOut] != 10 {
+	if len(second) != left || codes[wire.CodeSoldOut] != 10 {
 		t.Fatalf("after the add: %d winners of %d units left, answers %v", len(second), left, codes)
 	}
 	if got := s.sale(sale.ID); got.Stock != 50 || got.Remaining != 0 || got.State != "sold_out" {
@@ -140,7 +141,7 @@ func TestEndSaleDuringARace(t *testing.T) {
 			defer mu.Unlock()
 			switch {
 			case r.status == http.StatusAccepted:
-				var p api.Purchase
+				var p wire.Purchase
 				r.decode(t, &p)
 				winners[u] = p.OrderID
 				if after {
@@ -148,7 +149,7 @@ func TestEndSaleDuringARace(t *testing.T) {
 				}
 			case after:
 				late = append(late, r.problem(t).Code)
-			case r.problem(t).Code != api.CodeEnded:
+			case r.problem(t).Code != wire.CodeEnded:
 				t.Errorf("%s: %d %s", u, r.status, r.body)
 			}
 		})
@@ -160,29 +161,29 @@ func TestEndSaleDuringARace(t *testing.T) {
 	if r.status != http.StatusOK {
 		t.Fatalf("end: %d %s", r.status, r.body)
 	}
-	var got api.Sale
+	var got wire.Sale
 	r.decode(t, &got)
 	if got.State != "ended" || got.EndsAt.After(time.Now()) {
 		t.Fatalf("ended sale: %+v", got)
 	}
 	for _, code := range late {
-		if code != api.CodeEnded {
+		if code != wire.CodeEnded {
 			t.Fatalf("a purchase sent after the end answered %s", code)
 		}
 	}
 	after, codes := s.race(sale.ID, users("after", 20))
-	if len(after) != 0 || codes[api.CodeEnded] != 20 {
+	if len(after) != 0 || codes[wire.CodeEnded] != 20 {
 		t.Fatalf("purchases after the end: %d admitted, answers %v", len(after), codes)
 	}
 	// Idempotent: ending again keeps the first end.
 	r = s.do("POST", "/v1/sales/"+sale.ID+"/end", s.admin(), nil)
-	var again api.Sale
+	var again wire.Sale
 	r.decode(t, &again)
 	if r.status != http.StatusOK || !again.EndsAt.Equal(got.EndsAt) {
 		t.Fatalf("second end: %d %+v, want ends_at %s", r.status, again, got.EndsAt)
 	}
 	// Adding units to an ended sale is refused.
-	if r := s.do("POST", "/v1/sales/"+sale.ID+"/units", s.admin(), map[string]any{"units": 5}); r.status != http.StatusConflict || r.problem(t).Code != api.CodeEnded {
+	if r := s.do("POST", "/v1/sales/"+sale.ID+"/units", s.admin(), map[string]any{"units": 5}); r.status != http.StatusConflict || r.problem(t).Code != wire.CodeEnded {
 		t.Fatalf("add units to an ended sale: %d %s", r.status, r.body)
 	}
 	// Orders admitted before the end carry on.
@@ -207,7 +208,7 @@ func TestCancelSale(t *testing.T) {
 		if r.status != http.StatusAccepted {
 			t.Fatalf("buy %s: %d %s", u, r.status, r.body)
 		}
-		var p api.Purchase
+		var p wire.Purchase
 		r.decode(t, &p)
 		return p.OrderID
 	}
@@ -236,7 +237,7 @@ func TestCancelSale(t *testing.T) {
 	if r.status != http.StatusAccepted {
 		t.Fatalf("cancel: %d %s", r.status, r.body)
 	}
-	var cancelled api.Sale
+	var cancelled wire.Sale
 	r.decode(t, &cancelled)
 	if cancelled.State != "cancelled" || cancelled.CancelledAt == nil || cancelled.EndsAt.After(time.Now()) {
 		t.Fatalf("cancelled sale: %+v", cancelled)
@@ -245,10 +246,10 @@ func TestCancelSale(t *testing.T) {
 		t.Fatalf("stats while the pending orders are held: %+v", st)
 	}
 	// Purchases answer ENDED; adding units is refused.
-	if p := s.buy(sale.ID, "newcomer").problem(t); p.Code != api.CodeEnded {
+	if p := s.buy(sale.ID, "newcomer").problem(t); p.Code != wire.CodeEnded {
 		t.Fatalf("purchase on a cancelled sale: %+v", p)
 	}
-	if r := s.do("POST", "/v1/sales/"+sale.ID+"/units", s.admin(), map[string]any{"units": 5}); r.status != http.StatusConflict || r.problem(t).Code != api.CodeEnded {
+	if r := s.do("POST", "/v1/sales/"+sale.ID+"/units", s.admin(), map[string]any{"units": 5}); r.status != http.StatusConflict || r.problem(t).Code != wire.CodeEnded {
 		t.Fatalf("add units to a cancelled sale: %d %s", r.status, r.body)
 	}
 	// The orders awaiting payment are cancelled through their workflows.
@@ -292,14 +293,14 @@ func TestCancelSale(t *testing.T) {
 func TestSalePaymentTimeout(t *testing.T) {
 	s := start(t, options{})
 	admin := s.admin()
-	create := func(body map[string]any) api.Sale {
+	create := func(body map[string]any) wire.Sale {
 		body["name"], body["price_cents"], body["stock"] = "quick", 100, 5
 		body["starts_at"], body["ends_at"] = time.Now().Add(-time.Second), time.Now().Add(time.Hour)
 		r := s.do("POST", "/v1/sales", admin, body)
 		if r.status != http.StatusCreated {
 			t.Fatalf("create: %d %s", r.status, r.body)
 		}
-		var sl api.Sale
+		var sl wire.Sale
 		r.decode(t, &sl)
 		return sl
 	}

@@ -9,31 +9,11 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
+	"github.com/seckill/seckill/api/wire"
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/orderid"
 	"github.com/seckill/seckill/orders"
 )
-
-// Order is an order on the wire.
-type Order struct {
-	ID          string        `json:"id"`
-	SaleID      string        `json:"sale_id"`
-	UserID      string        `json:"user_id"`
-	Status      domain.Status `json:"status" enum:"PENDING,AWAITING_PAYMENT,PAID,CANCELLED,EXPIRED,FAILED"`
-	Reason      string        `json:"reason"`
-	AmountCents int64         `json:"amount_cents"`
-	WorkflowID  string        `json:"workflow_id"`
-	CreatedAt   time.Time     `json:"created_at"`
-	UpdatedAt   time.Time     `json:"updated_at"`
-}
-
-// Purchase is the answer to a purchase: the buyer's order, PENDING until
-// its workflow has written it.
-type Purchase struct {
-	OrderID    string        `json:"order_id"`
-	Status     domain.Status `json:"status"`
-	WorkflowID string        `json:"workflow_id"`
-}
 
 type purchaseInput struct {
 	ID             int64  `path:"id" minimum:"1" doc:"Sale id."`
@@ -41,7 +21,7 @@ type purchaseInput struct {
 }
 
 type purchaseOutput struct {
-	Body Purchase
+	Body wire.Purchase
 }
 
 type orderIDPath struct {
@@ -50,7 +30,7 @@ type orderIDPath struct {
 
 type orderOutput struct {
 	Status int
-	Body   Order
+	Body   wire.Order
 }
 
 type listOrdersInput struct {
@@ -58,7 +38,7 @@ type listOrdersInput struct {
 }
 
 type listOrdersOutput struct {
-	Body []Order
+	Body []wire.Order
 }
 
 func (s *Server) registerOrders() {
@@ -114,7 +94,7 @@ func (s *Server) purchase(ctx context.Context, in *purchaseInput) (*purchaseOutp
 	if err != nil {
 		return nil, toHTTP(ctx, err)
 	}
-	return &purchaseOutput{Purchase{
+	return &purchaseOutput{wire.Purchase{
 		OrderID: strconv.FormatInt(id, 10), Status: domain.StatusPending, WorkflowID: domain.WorkflowID(id),
 	}}, nil
 }
@@ -132,7 +112,7 @@ func (s *Server) listOrders(ctx context.Context, in *listOrdersInput) (*listOrde
 	if err != nil {
 		return nil, toHTTP(ctx, err)
 	}
-	out := make([]Order, len(list))
+	out := make([]wire.Order, len(list))
 	for i, o := range list {
 		out[i] = orderView(o)
 	}
@@ -164,8 +144,8 @@ func outcome(ctx context.Context, o orders.Outcome, err error) (*orderOutput, er
 	return &orderOutput{Status: code, Body: orderView(o.Order)}, nil
 }
 
-func orderView(o orders.Order) Order {
-	return Order{
+func orderView(o orders.Order) wire.Order {
+	return wire.Order{
 		ID: strconv.FormatInt(o.ID, 10), SaleID: strconv.FormatInt(o.SaleID, 10), UserID: o.UserID,
 		Status: o.Status, Reason: o.Reason, AmountCents: o.AmountCents,
 		WorkflowID: o.WorkflowID, CreatedAt: o.CreatedAt, UpdatedAt: o.UpdatedAt,

@@ -11,48 +11,21 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
+	"github.com/seckill/seckill/api/wire"
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/orders"
 )
 
-// Problem is an RFC 9457 problem+json body with a stable machine-readable
-// code, the field clients branch on.
-type Problem struct {
-	huma.ErrorModel
-	Code    string `json:"code" doc:"Stable machine-readable error code." example:"SOLD_OUT"`
-	OrderID string `json:"order_id,omitempty" doc:"With ALREADY_PURCHASED: the buyer's existing order."`
-	// OrderStatus is named so because `status` is the HTTP status (RFC 9457).
-	OrderStatus domain.Status `json:"order_status,omitempty" doc:"With INVALID_STATE: the order's actual status (for a pay that lost to the timer, EXPIRED)." enum:"PENDING,AWAITING_PAYMENT,PAID,CANCELLED,EXPIRED,FAILED"`
-}
-
-// Error codes.
-const (
-	CodeBadRequest       = "BAD_REQUEST"
-	CodeValidation       = "VALIDATION_FAILED"
-	CodeUnauthorized     = "UNAUTHORIZED"
-	CodeForbidden        = "FORBIDDEN"
-	CodeNotFound         = "NOT_FOUND"
-	CodeSoldOut          = "SOLD_OUT"
-	CodeNotStarted       = "NOT_STARTED"
-	CodeEnded            = "ENDED"
-	CodeAlreadyPurchased = "ALREADY_PURCHASED"
-	CodeInvalidState     = "INVALID_STATE"
-	CodeTooLarge         = "BODY_TOO_LARGE"
-	CodeRateLimited      = "RATE_LIMITED"
-	CodeUnavailable      = "UNAVAILABLE"
-	CodeInternal         = "INTERNAL"
-)
-
 var codeByStatus = map[int]string{
-	http.StatusBadRequest:            CodeBadRequest,
-	http.StatusUnauthorized:          CodeUnauthorized,
-	http.StatusForbidden:             CodeForbidden,
-	http.StatusNotFound:              CodeNotFound,
-	http.StatusConflict:              CodeInvalidState,
-	http.StatusRequestEntityTooLarge: CodeTooLarge,
-	http.StatusUnprocessableEntity:   CodeValidation,
-	http.StatusTooManyRequests:       CodeRateLimited,
-	http.StatusServiceUnavailable:    CodeUnavailable,
+	http.StatusBadRequest:            wire.CodeBadRequest,
+	http.StatusUnauthorized:          wire.CodeUnauthorized,
+	http.StatusForbidden:             wire.CodeForbidden,
+	http.StatusNotFound:              wire.CodeNotFound,
+	http.StatusConflict:              wire.CodeInvalidState,
+	http.StatusRequestEntityTooLarge: wire.CodeTooLarge,
+	http.StatusUnprocessableEntity:   wire.CodeValidation,
+	http.StatusTooManyRequests:       wire.CodeRateLimited,
+	http.StatusServiceUnavailable:    wire.CodeUnavailable,
 }
 
 func init() {
@@ -72,20 +45,20 @@ func init() {
 		}
 		code, ok := codeByStatus[status]
 		if !ok {
-			code = CodeInternal
+			code = wire.CodeInternal
 			if status < 500 {
-				code = CodeBadRequest
+				code = wire.CodeBadRequest
 			}
 		}
-		return &Problem{
+		return &wire.Problem{
 			ErrorModel: huma.ErrorModel{Status: status, Title: http.StatusText(status), Detail: msg, Errors: details},
 			Code:       code,
 		}
 	}
 }
 
-func problem(status int, code, detail string) *Problem {
-	p := huma.NewError(status, detail).(*Problem)
+func problem(status int, code, detail string) *wire.Problem {
+	p := huma.NewError(status, detail).(*wire.Problem)
 	p.Code = code
 	return p
 }
@@ -96,8 +69,8 @@ func rateLimited(retry time.Duration) error {
 		http.Header{"Retry-After": {strconv.Itoa(retrySeconds(retry))}})
 }
 
-func rateLimitedProblem(retry time.Duration) *Problem {
-	return problem(http.StatusTooManyRequests, CodeRateLimited, "too many requests; retry after "+strconv.Itoa(retrySeconds(retry))+"s")
+func rateLimitedProblem(retry time.Duration) *wire.Problem {
+	return problem(http.StatusTooManyRequests, wire.CodeRateLimited, "too many requests; retry after "+strconv.Itoa(retrySeconds(retry))+"s")
 }
 
 func retrySeconds(retry time.Duration) int { return max(1, int(retry.Round(time.Second)/time.Second)) }
@@ -132,49 +105,49 @@ func toHTTP(ctx context.Context, err error) error {
 }
 
 // problemFor is the one place where business errors meet status codes.
-func problemFor(err error) *Problem {
+func problemFor(err error) *wire.Problem {
 	var (
 		already *domain.AlreadyPurchasedError
 		state   *domain.StateError
 		limited *orders.RateLimitedError
-		written *Problem
+		written *wire.Problem
 	)
 	switch {
 	case errors.As(err, &written):
 		return written
 	case errors.As(err, &already):
-		p := problem(http.StatusConflict, CodeAlreadyPurchased, "you already hold a unit of this sale")
+		p := problem(http.StatusConflict, wire.CodeAlreadyPurchased, "you already hold a unit of this sale")
 		p.OrderID = strconv.FormatInt(already.OrderID, 10)
 		return p
 	case errors.Is(err, domain.ErrSoldOut):
-		return problem(http.StatusConflict, CodeSoldOut, "the sale is sold out")
+		return problem(http.StatusConflict, wire.CodeSoldOut, "the sale is sold out")
 	case errors.Is(err, domain.ErrNotStarted):
-		return problem(http.StatusConflict, CodeNotStarted, "the sale has not started yet")
+		return problem(http.StatusConflict, wire.CodeNotStarted, "the sale has not started yet")
 	case errors.Is(err, domain.ErrEnded):
-		return problem(http.StatusConflict, CodeEnded, "the sale has ended")
+		return problem(http.StatusConflict, wire.CodeEnded, "the sale has ended")
 	case errors.Is(err, domain.ErrUnknownSale):
-		return problem(http.StatusNotFound, CodeNotFound, "no such sale")
+		return problem(http.StatusNotFound, wire.CodeNotFound, "no such sale")
 	case errors.Is(err, domain.ErrNotFound):
-		return problem(http.StatusNotFound, CodeNotFound, "no such order")
+		return problem(http.StatusNotFound, wire.CodeNotFound, "no such order")
 	case errors.As(err, &state):
-		p := problem(http.StatusConflict, CodeInvalidState, state.Detail)
+		p := problem(http.StatusConflict, wire.CodeInvalidState, state.Detail)
 		p.OrderStatus = state.Status
 		return p
 	case errors.Is(err, domain.ErrConflict):
-		return problem(http.StatusConflict, CodeInvalidState, "the order's status does not allow this")
+		return problem(http.StatusConflict, wire.CodeInvalidState, "the order's status does not allow this")
 	case errors.As(err, &limited):
 		return rateLimitedProblem(limited.RetryAfter)
 	case errors.Is(err, orders.ErrNotConfirmed):
-		return problem(http.StatusServiceUnavailable, CodeUnavailable,
+		return problem(http.StatusServiceUnavailable, wire.CodeUnavailable,
 			"the order's workflow did not confirm the request in time; it may still take effect, so read the order before retrying")
 	case errors.Is(err, domain.ErrUnavailable), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return problem(http.StatusServiceUnavailable, CodeUnavailable, "a backing service is unavailable; nothing was changed")
+		return problem(http.StatusServiceUnavailable, wire.CodeUnavailable, "a backing service is unavailable; nothing was changed")
 	}
-	return problem(http.StatusInternalServerError, CodeInternal, "internal error")
+	return problem(http.StatusInternalServerError, wire.CodeInternal, "internal error")
 }
 
 // writeProblem writes p outside huma (the websocket handshake).
-func writeProblem(w http.ResponseWriter, p *Problem) {
+func writeProblem(w http.ResponseWriter, p *wire.Problem) {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(p.Status)
 	_ = json.NewEncoder(w).Encode(p)

@@ -18,44 +18,12 @@ import (
 	"github.com/seckill/seckill/workflows"
 )
 
-// Sale is a sale on the wire.
-type Sale struct {
-	ID         string    `json:"id" example:"1"`
-	Name       string    `json:"name"`
-	PriceCents int64     `json:"price_cents"`
-	Stock      int       `json:"stock" doc:"Units put on sale."`
-	Remaining  int       `json:"remaining" doc:"Units still available (live, from Redis)."`
-	State      string    `json:"state" enum:"upcoming,active,sold_out,ended,cancelled" doc:"cancelled: an operator cancelled the sale (it has ended, and its unpaid orders are cancelled)."`
-	StartsAt   time.Time `json:"starts_at"`
-	EndsAt     time.Time `json:"ends_at"`
-	// CancelledAt is set once an operator cancelled the sale.
-	CancelledAt           *time.Time `json:"cancelled_at,omitempty" doc:"When an operator cancelled the sale."`
-	PaymentTimeoutSeconds int        `json:"payment_timeout_seconds" doc:"How long a buyer of this sale has to pay, in seconds (the sale's own, or the server's default)."`
-}
-
-// CreateSaleBody is what an operator sends to create a sale.
-type CreateSaleBody = wire.CreateSaleBody
-
 type saleIDPath struct {
 	ID int64 `path:"id" minimum:"1" doc:"Sale id."`
 }
 
 type saleOutput struct {
-	Body Sale
-}
-
-// SaleStats is the operator's view of a sale.
-type SaleStats struct {
-	SaleID         string         `json:"sale_id"`
-	Stock          int            `json:"stock"`
-	DBStock        int            `json:"db_stock" doc:"Units left in Postgres (the source of truth)."`
-	RedisRemaining int            `json:"redis_remaining" doc:"Units Redis may still admit."`
-	RedisBuyers    int64          `json:"redis_buyers" doc:"Buyers holding a unit in Redis."`
-	RelayBacklog   int64          `json:"relay_backlog" doc:"Admitted orders whose workflow has not started yet."`
-	Pending        int64          `json:"pending" doc:"Admitted orders without an order row yet."`
-	Orders         map[string]int `json:"orders" doc:"Order rows by status."`
-	OpenOrders     int64          `json:"open_orders" doc:"Orders neither final nor paid: PENDING and AWAITING_PAYMENT rows plus admitted orders without a row."`
-	Cancelling     bool           `json:"cancelling" doc:"The sale was cancelled and its open orders are still being cancelled."`
+	Body wire.Sale
 }
 
 func (s *Server) registerSales() {
@@ -65,7 +33,7 @@ func (s *Server) registerSales() {
 		Security: bearer, Metadata: map[string]any{adminOnly: true},
 		DefaultStatus: http.StatusCreated, MaxBodyBytes: 16 << 10,
 		Errors: []int{400, 401, 403, 413, 422, 503},
-	}, func(ctx context.Context, in *struct{ Body CreateSaleBody }) (*saleOutput, error) {
+	}, func(ctx context.Context, in *struct{ Body wire.CreateSaleBody }) (*saleOutput, error) {
 		sl, err := s.deps.Store.CreateSale(ctx, store.NewSale{
 			Name: in.Body.Name, PriceCents: in.Body.PriceCents, Stock: in.Body.Stock,
 			StartsAt: in.Body.StartsAt, EndsAt: in.Body.EndsAt,
@@ -85,16 +53,16 @@ func (s *Server) registerSales() {
 		Errors: []int{422, 503},
 	}, func(ctx context.Context, in *struct {
 		Limit int `query:"limit" minimum:"1" maximum:"200" default:"50"`
-	}) (*struct{ Body []Sale }, error) {
+	}) (*struct{ Body []wire.Sale }, error) {
 		sales, err := s.deps.Store.Sales(ctx, in.Limit)
 		if err != nil {
 			return nil, toHTTP(ctx, unavailable(err))
 		}
-		out := make([]Sale, 0, len(sales))
+		out := make([]wire.Sale, 0, len(sales))
 		for _, sl := range sales {
 			out = append(out, s.saleView(ctx, sl))
 		}
-		return &struct{ Body []Sale }{out}, nil
+		return &struct{ Body []wire.Sale }{out}, nil
 	})
 
 	huma.Register(s.api, huma.Operation{
@@ -114,29 +82,29 @@ func (s *Server) registerSales() {
 		Summary: "Sale statistics (admin)", Tags: []string{"sales"},
 		Security: bearer, Metadata: map[string]any{adminOnly: true},
 		Errors: []int{401, 403, 404, 422, 503},
-	}, func(ctx context.Context, in *saleIDPath) (*struct{ Body SaleStats }, error) {
+	}, func(ctx context.Context, in *saleIDPath) (*struct{ Body wire.SaleStats }, error) {
 		st, err := s.stats(ctx, in.ID)
 		if err != nil {
 			return nil, toHTTP(ctx, err)
 		}
-		return &struct{ Body SaleStats }{st}, nil
+		return &struct{ Body wire.SaleStats }{st}, nil
 	})
 }
 
-func (s *Server) stats(ctx context.Context, id int64) (SaleStats, error) {
+func (s *Server) stats(ctx context.Context, id int64) (wire.SaleStats, error) {
 	sl, err := s.deps.Store.Sale(ctx, id)
 	if err != nil {
-		return SaleStats{}, notFoundOr(err)
+		return wire.SaleStats{}, notFoundOr(err)
 	}
 	counts, err := s.deps.Store.CountByStatus(ctx, id)
 	if err != nil {
-		return SaleStats{}, unavailable(err)
+		return wire.SaleStats{}, unavailable(err)
 	}
 	rs, err := s.deps.Stock.Inspect(ctx, id)
 	if err != nil {
-		return SaleStats{}, unavailable(err)
+		return wire.SaleStats{}, unavailable(err)
 	}
-	st := SaleStats{
+	st := wire.SaleStats{
 		SaleID: strconv.FormatInt(id, 10), Stock: sl.TotalStock, DBStock: sl.Stock,
 		RedisRemaining: rs.Remaining, RedisBuyers: rs.Buyers, RelayBacklog: rs.Backlog,
 		Orders: map[string]int{},
@@ -156,7 +124,7 @@ func (s *Server) stats(ctx context.Context, id int64) (SaleStats, error) {
 
 // saleView renders a sale with its live state. Redis answers remaining;
 // if Redis is unreachable the database's stock is the best answer left.
-func (s *Server) saleView(ctx context.Context, sl *ent.Sale) Sale {
+func (s *Server) saleView(ctx context.Context, sl *ent.Sale) wire.Sale {
 	remaining, err := s.deps.Stock.Remaining(ctx, sl.ID)
 	if err != nil {
 		remaining = sl.Stock
@@ -173,7 +141,7 @@ func (s *Server) saleView(ctx context.Context, sl *ent.Sale) Sale {
 	case remaining <= 0:
 		state = "sold_out"
 	}
-	v := Sale{
+	v := wire.Sale{
 		ID: strconv.FormatInt(sl.ID, 10), Name: sl.Name, PriceCents: sl.PriceCents,
 		Stock: sl.TotalStock, Remaining: remaining, State: state,
 		StartsAt: sl.StartsAt.UTC(), EndsAt: sl.EndsAt.UTC(),

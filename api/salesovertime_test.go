@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/api"
+	"github.com/seckill/seckill/api/wire"
 	"github.com/seckill/seckill/audit"
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/domain"
@@ -35,7 +36,7 @@ func TestThousandSalesOverTime(t *testing.T) {
 	ctx := context.Background()
 	const withOrders = 20
 
-	live := []api.Sale{s.createSale(40), s.createSale(40), s.createSale(40)}
+	live := []wire.Sale{s.createSale(40), s.createSale(40), s.createSale(40)}
 	var ended []int64
 	endedSale := func(i int, buyers map[string]int64) {
 		t.Helper()
@@ -143,13 +144,13 @@ func TestThousandSalesOverTime(t *testing.T) {
 	// (from the database: the sale stays out of Redis).
 	for i, user := range paidBuyers {
 		r := s.do("GET", "/v1/orders", s.token(user, auth.RoleBuyer), nil)
-		var orders []api.Order
+		var orders []wire.Order
 		r.decode(t, &orders)
 		if r.status != http.StatusOK || len(orders) != 1 || orders[0].Status != domain.StatusPaid {
 			t.Fatalf("%s's orders after retirement: %d %s", user, r.status, r.body)
 		}
 		sale := strconv.FormatInt(ended[7+i], 10)
-		if got := s.buy(sale, user); got.status != http.StatusConflict || got.problem(t).Code != api.CodeEnded {
+		if got := s.buy(sale, user); got.status != http.StatusConflict || got.problem(t).Code != wire.CodeEnded {
 			t.Fatalf("buying a retired sale: %d %s, want ENDED", got.status, got.body)
 		}
 		if n := s.redis.Exists(ctx, stock.KeysFor(ended[7+i]).Meta).Val(); n != 0 {
@@ -169,7 +170,7 @@ func TestThousandSalesOverTime(t *testing.T) {
 	}
 }
 
-func idsOf(sales []api.Sale) []int64 {
+func idsOf(sales []wire.Sale) []int64 {
 	ids := make([]int64, len(sales))
 	for i, sl := range sales {
 		ids[i], _ = strconv.ParseInt(sl.ID, 10, 64)

@@ -12,6 +12,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/seckill/seckill/api"
+	"github.com/seckill/seckill/api/wire"
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/domain"
 )
@@ -27,14 +28,14 @@ func TestAuthentication(t *testing.T) {
 	}()
 	for name, tok := range map[string]string{"no token": "", "expired": expired, "forged": forged, "garbage": "abc"} {
 		r := s.do("POST", "/v1/sales/"+sale.ID+"/orders", tok, nil)
-		if r.status != http.StatusUnauthorized || r.problem(t).Code != api.CodeUnauthorized {
+		if r.status != http.StatusUnauthorized || r.problem(t).Code != wire.CodeUnauthorized {
 			t.Errorf("%s: %d %s, want 401 UNAUTHORIZED", name, r.status, r.body)
 		}
 	}
 	// A buyer may not create sales.
 	r := s.do("POST", "/v1/sales", s.token("bob", auth.RoleBuyer), map[string]any{
 		"name": "x", "price_cents": 1, "stock": 1, "starts_at": time.Now(), "ends_at": time.Now().Add(time.Hour)})
-	if r.status != http.StatusForbidden || r.problem(t).Code != api.CodeForbidden {
+	if r.status != http.StatusForbidden || r.problem(t).Code != wire.CodeForbidden {
 		t.Fatalf("buyer creating a sale: %d %s", r.status, r.body)
 	}
 	if r := s.do("GET", "/v1/sales/"+sale.ID+"/stats", s.token("bob", auth.RoleBuyer), nil); r.status != http.StatusForbidden {
@@ -49,7 +50,7 @@ func TestOrdersAndEventsArePrivate(t *testing.T) {
 	s := start(t, options{})
 	sale := s.createSale(5)
 	aliceSocket, bobSocket := s.connect("alice"), s.connect("bob")
-	var alices, bobs api.Purchase
+	var alices, bobs wire.Purchase
 	s.buy(sale.ID, "alice").decode(t, &alices)
 	s.buy(sale.ID, "bob").decode(t, &bobs)
 	aliceSocket.await(t, alices.OrderID, domain.StatusAwaitingPayment)
@@ -62,14 +63,14 @@ func TestOrdersAndEventsArePrivate(t *testing.T) {
 		{"POST", "/v1/orders/" + alices.OrderID + "/cancel"},
 	} {
 		r := s.do(op.method, op.path, s.token("bob", auth.RoleBuyer), nil)
-		if r.status != http.StatusNotFound || r.problem(t).Code != api.CodeNotFound {
+		if r.status != http.StatusNotFound || r.problem(t).Code != wire.CodeNotFound {
 			t.Fatalf("%s %s with another buyer's token: %d %s", op.method, op.path, r.status, r.body)
 		}
 	}
 	if o, _ := s.getOrder(alices.OrderID, "alice"); o.Status != domain.StatusAwaitingPayment {
 		t.Fatalf("bob's requests changed alice's order: %+v", o)
 	}
-	var list []api.Order
+	var list []wire.Order
 	s.do("GET", "/v1/orders", s.token("bob", auth.RoleBuyer), nil).decode(t, &list)
 	if len(list) != 1 || list[0].ID != bobs.OrderID {
 		t.Fatalf("bob's order list = %+v", list)
@@ -138,7 +139,7 @@ func TestPurchaseRateLimitPerBuyer(t *testing.T) {
 	if codes[http.StatusTooManyRequests] == 0 {
 		t.Fatalf("5 purchases in a burst at 1/s: %v, want some 429", codes)
 	}
-	if p := limited.problem(t); p.Code != api.CodeRateLimited || limited.header.Get("Retry-After") == "" {
+	if p := limited.problem(t); p.Code != wire.CodeRateLimited || limited.header.Get("Retry-After") == "" {
 		t.Fatalf("429 without RATE_LIMITED code or Retry-After: %+v %v", p, limited.header)
 	}
 	if got := s.sale(sale.ID); got.Remaining != 4 {
@@ -190,7 +191,7 @@ func TestOverloadIsShedAtOnce(t *testing.T) {
 			case http.StatusAccepted:
 				accepted++
 			case http.StatusServiceUnavailable:
-				if r.problem(t).Code != api.CodeUnavailable || r.header.Get("Retry-After") == "" {
+				if r.problem(t).Code != wire.CodeUnavailable || r.header.Get("Retry-After") == "" {
 					t.Errorf("503 without UNAVAILABLE or Retry-After: %s %v", r.body, r.header)
 				}
 				shed++

@@ -4,6 +4,8 @@ import (
 	"net/http"
 
 	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/seckill/seckill/api/wire"
 )
 
 // shedAbove marks an operation whose calls beyond Config.MaxInFlight at
@@ -11,8 +13,8 @@ import (
 const shedAbove = "shed-above-max-in-flight"
 
 // overloaded is the answer to a shed call.
-func overloaded() *Problem {
-	return problem(http.StatusServiceUnavailable, CodeUnavailable, "overloaded; retry in a second")
+func overloaded() *wire.Problem {
+	return problem(http.StatusServiceUnavailable, wire.CodeUnavailable, "overloaded; retry in a second")
 }
 
 // shed answers calls beyond MaxInFlight with a 503 and Retry-After at once,

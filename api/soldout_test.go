@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/api"
+	"github.com/seckill/seckill/api/wire"
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/internal/testenv"
 )
@@ -27,7 +28,7 @@ func TestSoldOutFlagKeepsAnswersRight(t *testing.T) {
 	if r.status != http.StatusCreated {
 		t.Fatalf("create sale: %d %s", r.status, r.body)
 	}
-	var sale api.Sale
+	var sale wire.Sale
 	r.decode(t, &sale)
 	buy := func(user, key string) response {
 		return s.do("POST", "/v1/sales/"+sale.ID+"/orders", s.token(user, auth.RoleBuyer), nil, "Idempotency-Key", key)
@@ -37,29 +38,29 @@ func TestSoldOutFlagKeepsAnswersRight(t *testing.T) {
 	if won.status != http.StatusAccepted {
 		t.Fatalf("winner: %d %s", won.status, won.body)
 	}
-	var p api.Purchase
+	var p wire.Purchase
 	won.decode(t, &p)
-	if lost := buy("late", "k-late"); lost.status != http.StatusConflict || lost.problem(t).Code != api.CodeSoldOut {
+	if lost := buy("late", "k-late"); lost.status != http.StatusConflict || lost.problem(t).Code != wire.CodeSoldOut {
 		t.Fatalf("late buyer: %d %s, want SOLD_OUT", lost.status, lost.body)
 	}
 
 	// The sale is now flagged sold out on this instance.
 	if again := buy("winner", "k-retry"); again.status != http.StatusConflict {
 		t.Fatalf("winner buying again: %d %s, want 409 ALREADY_PURCHASED", again.status, again.body)
-	} else if pr := again.problem(t); pr.Code != api.CodeAlreadyPurchased || pr.OrderID != p.OrderID {
+	} else if pr := again.problem(t); pr.Code != wire.CodeAlreadyPurchased || pr.OrderID != p.OrderID {
 		t.Fatalf("winner buying again: %s order %q, want ALREADY_PURCHASED order %s", pr.Code, pr.OrderID, p.OrderID)
 	}
 	if retry := buy("winner", "k-win"); retry.status != http.StatusAccepted || string(retry.body) != string(won.body) {
 		t.Fatalf("retry of the winning request: %d %s, want 202 %s", retry.status, retry.body, won.body)
 	}
-	if lost := buy("late", "k-late"); lost.status != http.StatusConflict || lost.problem(t).Code != api.CodeSoldOut {
+	if lost := buy("late", "k-late"); lost.status != http.StatusConflict || lost.problem(t).Code != wire.CodeSoldOut {
 		t.Fatalf("late buyer again: %d %s, want SOLD_OUT", lost.status, lost.body)
 	}
 
 	// Once the sale ends, everyone is told so.
 	testenv.Eventually(t, 10*time.Second, func() error {
 		r := buy("late", "k-late")
-		if r.status == http.StatusConflict && r.problem(t).Code == api.CodeEnded {
+		if r.status == http.StatusConflict && r.problem(t).Code == wire.CodeEnded {
 			return nil
 		}
 		return fmt.Errorf("after the end: %d %s, want ENDED", r.status, r.body)

@@ -12,7 +12,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/seckill/seckill/api"
+	"github.com/seckill/seckill/api/wire"
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testenv"
@@ -34,7 +34,7 @@ func TestOnePurchaseIsOneTrace(t *testing.T) {
 	if r.status != http.StatusAccepted {
 		t.Fatalf("purchase: %d %s", r.status, r.body)
 	}
-	var p api.Purchase
+	var p wire.Purchase
 	r.decode(t, &p)
 	s.waitStatus(p.OrderID, "ann", domain.StatusAwaitingPayment)
 	if r := s.do("POST", "/v1/orders/"+p.OrderID+"/pay", s.token("ann", auth.RoleBuyer), nil); r.status != http.StatusOK {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-redis/redis_rate/v10"
 
+	"github.com/seckill/seckill/api/wire"
 	"github.com/seckill/seckill/domain"
 )
 
@@ -37,7 +38,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	}
 	user, err := s.deps.Signer.Verify(token)
 	if err != nil {
-		writeProblem(w, problem(http.StatusUnauthorized, CodeUnauthorized, "a valid token is required"))
+		writeProblem(w, problem(http.StatusUnauthorized, wire.CodeUnauthorized, "a valid token is required"))
 		return
 	}
 	// A reconnect storm from one buyer (a buggy client in a loop) must not

@@ -4,9 +4,7 @@
 package bench
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -23,7 +21,9 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 
+	"github.com/seckill/seckill/api/wire"
 	"github.com/seckill/seckill/auth"
+	"github.com/seckill/seckill/client"
 )
 
 // Options describe one run.
@@ -91,16 +91,8 @@ type Result struct {
 	Violations      []string `json:"violations"`
 }
 
-// Stats mirrors GET /v1/sales/{id}/stats.
-type Stats struct {
-	Stock          int            `json:"stock"`
-	DBStock        int            `json:"db_stock"`
-	RedisRemaining int            `json:"redis_remaining"`
-	RedisBuyers    int64          `json:"redis_buyers"`
-	RelayBacklog   int64          `json:"relay_backlog"`
-	Pending        int64          `json:"pending"`
-	Orders         map[string]int `json:"orders"`
-}
+// Stats is GET /v1/sales/{id}/stats, with the checks a run applies to it.
+type Stats wire.SaleStats
 
 func (s Stats) live() int {
 	return s.Orders["PENDING"] + s.Orders["AWAITING_PAYMENT"] + s.Orders["PAID"]
@@ -133,10 +125,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if o.Pay < 0 || o.Cancel < 0 || o.Pay+o.Cancel > 1 {
 		return nil, errors.New("--pay and --cancel are fractions that add up to at most 1")
 	}
-	c := &client{base: strings.TrimRight(o.Target, "/"), http: &http.Client{
+	hc := &http.Client{
 		Timeout:   30 * time.Second,
 		Transport: &http.Transport{MaxIdleConns: o.Concurrency * 2, MaxIdleConnsPerHost: o.Concurrency * 2, IdleConnTimeout: time.Minute},
-	}}
+	}
+	c := &target{base: strings.TrimRight(o.Target, "/"), http: hc, api: client.New(o.Target, "", hc)}
 	r := &Result{Target: o.Target, Users: o.Users, Stock: o.Stock, Concurrency: o.Concurrency,
 		Cores: runtime.NumCPU(), LoadBefore: loadAverage(), Outcomes: map[string]int{}}
 
@@ -205,11 +198,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 
 	starts := time.Now().Add(o.StartDelay).Truncate(time.Millisecond)
-	var sale struct{ ID string }
-	if err := c.do(ctx, "POST", "/v1/sales", admin, map[string]any{
-		"name": "bench " + run, "price_cents": 100, "stock": o.Stock,
-		"starts_at": starts, "ends_at": starts.Add(time.Hour),
-	}, http.StatusCreated, &sale); err != nil {
+	sale, err := c.api.WithToken(admin).CreateSale(ctx, wire.CreateSaleBody{
+		Name: "bench " + run, PriceCents: 100, Stock: o.Stock, StartsAt: starts, EndsAt: starts.Add(time.Hour),
+	})
+	if err != nil {
 		return nil, fmt.Errorf("create sale: %w", err)
 	}
 	r.SaleID = sale.ID
@@ -295,7 +287,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 // awaitSagas follows the stats until every accepted order is at
 // AWAITING_PAYMENT, then pays and cancels the asked fractions and waits for
 // the sale to settle, within o.Wait.
-func (c *client) awaitSagas(ctx context.Context, r *Result, o Options, saleID, admin string, accepted map[string]string, begin time.Time) {
+func (c *target) awaitSagas(ctx context.Context, r *Result, o Options, saleID, admin string, accepted map[string]string, begin time.Time) {
 	// The sagas: every accepted order reaches AWAITING_PAYMENT.
 	bar := newBar(o.Progress, r.Accepted, "orders created")
 	deadline := time.Now().Add(o.Wait)
@@ -391,76 +383,37 @@ func loadAverage() string {
 	return strings.Join(f[:3], " ")
 }
 
-// client speaks the REST API.
-type client struct {
+// target is the api under load: its REST API, its /metrics and its
+// websocket.
+type target struct {
 	base string
 	http *http.Client
-}
-
-func (c *client) do(ctx context.Context, method, path, token string, body any, want int, out any) error {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if resp.StatusCode != want {
-		return fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, b)
-	}
-	if out != nil {
-		return json.Unmarshal(b, out)
-	}
-	return nil
+	api  *client.Client // anonymous: WithToken for each buyer
 }
 
 // purchase buys one unit and names the outcome: ACCEPTED, an error code,
 // or HTTP_<status> / TRANSPORT.
-func (c *client) purchase(ctx context.Context, saleID, token string) (code, orderID string) {
-	req, _ := http.NewRequestWithContext(ctx, "POST", c.base+"/v1/sales/"+saleID+"/orders", nil)
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return "TRANSPORT", ""
-	}
-	defer resp.Body.Close()
-	var body struct {
-		OrderID string `json:"order_id"`
-		Code    string `json:"code"`
-	}
-	_ = json.NewDecoder(resp.Body).Decode(&body)
+func (c *target) purchase(ctx context.Context, saleID, token string) (code, orderID string) {
+	p, err := c.api.WithToken(token).Purchase(ctx, saleID, "")
+	var refused *client.Error
 	switch {
-	case resp.StatusCode == http.StatusAccepted:
-		return "ACCEPTED", body.OrderID
-	case body.Code != "":
-		return body.Code, ""
+	case err == nil:
+		return "ACCEPTED", p.OrderID
+	case !errors.As(err, &refused):
+		return "TRANSPORT", ""
+	case refused.Problem.Code != "":
+		return refused.Problem.Code, ""
 	}
-	return fmt.Sprintf("HTTP_%d", resp.StatusCode), ""
+	return fmt.Sprintf("HTTP_%d", refused.StatusCode), ""
 }
 
-func (c *client) stats(ctx context.Context, saleID, admin string) (Stats, error) {
-	var st Stats
-	err := c.do(ctx, "GET", "/v1/sales/"+saleID+"/stats", admin, nil, http.StatusOK, &st)
-	return st, err
+func (c *target) stats(ctx context.Context, saleID, admin string) (Stats, error) {
+	st, err := c.api.WithToken(admin).Stats(ctx, saleID)
+	return Stats(st), err
 }
 
 // settle pays and cancels the asked fractions of the accepted orders.
-func (c *client) settle(ctx context.Context, accepted map[string]string, o Options, bar *bar) (paid, cancelled int) {
+func (c *target) settle(ctx context.Context, accepted map[string]string, o Options, bar *bar) (paid, cancelled int) {
 	ids := make([]string, 0, len(accepted))
 	for id := range accepted {
 		ids = append(ids, id)
@@ -475,9 +428,13 @@ func (c *client) settle(ctx context.Context, accepted map[string]string, o Optio
 	for range min(o.Concurrency, 32) {
 		wg.Go(func() {
 			for j := range jobs {
-				err := c.do(ctx, "POST", "/v1/orders/"+j.id+"/"+j.action, accepted[j.id], nil, http.StatusOK, nil)
-				if err != nil && strings.Contains(err.Error(), ": 202 ") {
-					err = nil // recorded a moment later
+				// An outcome not recorded yet (202) is recorded a moment later.
+				buyer := c.api.WithToken(accepted[j.id])
+				var err error
+				if j.action == "pay" {
+					_, err = buyer.Pay(ctx, j.id)
+				} else {
+					_, err = buyer.Cancel(ctx, j.id)
 				}
 				mu.Lock()
 				if err == nil && j.action == "pay" {

@@ -28,7 +28,7 @@ type Memory struct {
 }
 
 // rss reads the api's resident memory in MiB from /metrics.
-func (c *client) rss(ctx context.Context) (float64, error) {
+func (c *target) rss(ctx context.Context) (float64, error) {
 	req, err := http.NewRequestWithContext(ctx, "GET", c.base+"/metrics", nil)
 	if err != nil {
 		return 0, err
@@ -50,7 +50,7 @@ func (c *client) rss(ctx context.Context) (float64, error) {
 
 // watchRSS samples the api's resident memory until ctx ends and returns
 // the peak in MiB through peak (as math.Float64bits).
-func (c *client) watchRSS(ctx context.Context, peak *atomic.Uint64) {
+func (c *target) watchRSS(ctx context.Context, peak *atomic.Uint64) {
 	t := time.NewTicker(500 * time.Millisecond)
 	defer t.Stop()
 	for {
@@ -78,7 +78,7 @@ type sockets struct {
 
 // openSockets opens one websocket per token, parallel dialers at a time.
 // Each has a reader that discards what arrives (and so answers pings).
-func (c *client) openSockets(ctx context.Context, tokens []string, parallel int) (*sockets, error) {
+func (c *target) openSockets(ctx context.Context, tokens []string, parallel int) (*sockets, error) {
 	ws := "ws" + strings.TrimPrefix(c.base, "http") + "/v1/ws?access_token="
 	s := &sockets{conns: make([]*websocket.Conn, len(tokens))}
 	var (

@@ -11,8 +11,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill/seckill/api/wire"
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/bench"
+	"github.com/seckill/seckill/client"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/stock"
 )
@@ -114,9 +116,10 @@ func TestAPIKilledBetweenReserveAndStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	admin, _ := signer.Mint("chaos-admin", auth.RoleAdmin, time.Hour)
-	var sale struct{ ID string }
-	if err := postJSON(doomed+"/v1/sales", admin, map[string]any{"name": "chaos", "price_cents": 1, "stock": units,
-		"starts_at": time.Now().Add(-time.Second), "ends_at": time.Now().Add(time.Hour)}, &sale); err != nil {
+	ctx := context.Background()
+	sale, err := client.New(doomed, admin, nil).CreateSale(ctx, wire.CreateSaleBody{Name: "chaos", PriceCents: 1, Stock: units,
+		StartsAt: time.Now().Add(-time.Second), EndsAt: time.Now().Add(time.Hour)})
+	if err != nil {
 		t.Fatal(err)
 	}
 	// Buyers all go to the doomed api, whose relay reads their intents and
@@ -131,10 +134,7 @@ func TestAPIKilledBetweenReserveAndStart(t *testing.T) {
 		wg.Go(func() {
 			for i := range next {
 				tok, _ := signer.Mint(fmt.Sprintf("d-%d", i), auth.RoleBuyer, time.Hour)
-				var p struct {
-					OrderID string `json:"order_id"`
-				}
-				if postJSON(doomed+"/v1/sales/"+sale.ID+"/orders", tok, nil, &p) == nil {
+				if p, err := client.New(doomed, tok, nil).Purchase(ctx, sale.ID, ""); err == nil {
 					mu.Lock()
 					orders[p.OrderID] = tok
 					mu.Unlock()
@@ -167,7 +167,7 @@ func TestAPIKilledBetweenReserveAndStart(t *testing.T) {
 	c.waitFor(survivor, "every order written", func(st bench.Stats) bool { return st.Orders["AWAITING_PAYMENT"] == units })
 	reclaimed := time.Since(killed)
 	for id, tok := range orders {
-		if err := postJSON(survivor+"/v1/orders/"+id+"/pay", tok, nil, nil); err != nil {
+		if _, err := client.New(survivor, tok, nil).Pay(ctx, id); err != nil {
 			t.Fatalf("pay %s: %v", id, err)
 		}
 	}

@@ -8,12 +8,9 @@
 package chaos
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -22,6 +19,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/bench"
+	"github.com/seckill/seckill/client"
 	"github.com/seckill/seckill/internal/testenv"
 )
 
@@ -146,13 +144,13 @@ func (c *cluster) wave(api string) *wave {
 // saleStats reads the newest sale's stats from api.
 func (c *cluster) saleStats(api string) (bench.Stats, string, error) {
 	admin := strings.TrimSpace(c.seckill("token", "--user", "chaos-admin", "--role", "admin"))
-	var sales []struct{ ID string }
-	if err := getJSON(api+"/v1/sales?limit=1", "", &sales); err != nil || len(sales) == 0 {
+	ctx := context.Background()
+	sales, err := client.New(api, "", nil).Sales(ctx, 1)
+	if err != nil || len(sales) == 0 {
 		return bench.Stats{}, "", fmt.Errorf("no sale yet: %v", err)
 	}
-	var st bench.Stats
-	err := getJSON(api+"/v1/sales/"+sales[0].ID+"/stats", admin, &st)
-	return st, sales[0].ID, err
+	st, err := client.New(api, admin, nil).Stats(ctx, sales[0].ID)
+	return bench.Stats(st), sales[0].ID, err
 }
 
 // waitFor waits until cond holds on the wave's sale.
@@ -235,42 +233,4 @@ func record(fault, behaviour string, r bench.Result, audit string) {
 	defer f.Close()
 	fmt.Fprintf(f, "| %s | %s | %d × 202, %d paid, %d cancelled; all orders written %.1f s after the wave (or the fault) began | %s |\n",
 		fault, behaviour, r.Accepted, r.Paid, r.Cancelled, r.CreatedSeconds, verdict)
-}
-
-// getJSON reads url into out; anything but 200 is an error.
-func getJSON(url, token string, out any) error {
-	return callJSON("GET", url, token, nil, out, func(status int) bool { return status == http.StatusOK })
-}
-
-// postJSON posts body to url and reads the answer into out (if not nil);
-// anything but a 2xx is an error.
-func postJSON(url, token string, body, out any) error {
-	return callJSON("POST", url, token, body, out, func(status int) bool { return status < 300 })
-}
-
-func callJSON(method, url, token string, body, out any, ok func(status int) bool) error {
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
-	req, _ := http.NewRequestWithContext(context.Background(), method, url, rd)
-	if method == http.MethodPost {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if !ok(resp.StatusCode) {
-		return fmt.Errorf("%s: %d", url, resp.StatusCode)
-	}
-	if out != nil {
-		return json.NewDecoder(resp.Body).Decode(out)
-	}
-	return nil
 }

@@ -34,9 +34,9 @@ import (
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/ent/order"
 	"github.com/seckill/seckill/ent/stockmovement"
-	"github.com/seckill/seckill/events"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/orderid"
+	"github.com/seckill/seckill/push"
 	"github.com/seckill/seckill/reconcile"
 	"github.com/seckill/seckill/relay"
 	"github.com/seckill/seckill/stock"
@@ -302,7 +302,7 @@ func (r *interleave) fatalf(format string, args ...any) {
 }
 
 func (r *interleave) startWorker() error {
-	w := worker.New(r.tc, &activities.Activities{Store: r.db, Stock: r.stock, Events: events.NewPublisher(r.rdb)}, worker.Options{})
+	w := worker.New(r.tc, &activities.Activities{Store: r.db, Stock: r.stock, Events: push.NewPublisher(r.rdb)}, worker.Options{})
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("start worker: %w", err)
 	}

@@ -22,4 +22,13 @@
 //     server stops (each StartTemporal with DBFile == "" costs memory until the
 //     process exits), and a database file stays open;
 //   - a DBFile must not be used by two servers at the same time.
+//
+// StartRedis runs an in-process Redis (miniredis) for dev mode: it keeps
+// nothing across restarts.
+//
+// The files follow the server's start: options.go (TemporalOptions and
+// their defaults), ports.go (the ports reserved for each service),
+// persistence.go (the SQLite database), namespace.go (the namespace, its
+// retention and search attributes), ui.go (the Web UI), logging.go (the
+// server's log into slog), temporal.go (StartTemporal and Stop), redis.go.
 package devstack

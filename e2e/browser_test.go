@@ -176,6 +176,21 @@ func (b *browser) errors() []string {
 	return out
 }
 
+// step runs one part of a story as a subtest, failing it through b; a failed
+// step ends the story, since every later one builds on it.
+func (b *browser) step(t *testing.T, name string, fn func(t *testing.T)) {
+	t.Helper()
+	ok := t.Run(name, func(st *testing.T) {
+		parent := b.t
+		b.t = st
+		defer func() { b.t = parent }()
+		fn(st)
+	})
+	if !ok {
+		t.FailNow()
+	}
+}
+
 // js quotes s as a JavaScript string literal.
 func js(s string) string {
 	b, _ := json.Marshal(s)
@@ -195,188 +210,222 @@ func TestDemoPage(t *testing.T) {
 	b := newBrowser(t) // chromium starts while seckill dev does
 	waitReady(t, base+"/readyz", 60*time.Second)
 
+	// What the steps hand on to each other.
+	var (
+		info struct {
+			TemporalUIURL     string `json:"temporal_ui_url"`
+			TemporalNamespace string `json:"temporal_namespace"`
+			DevMode           bool   `json:"dev_mode"`
+		}
+		startsAt            time.Time
+		card, buyBtn, stats string // CSS selectors of the sale
+		first               string // the first buyer
+		order, row, link    string // the first buyer's order
+	)
+
 	// The page sits beside the API; the API's own routes still answer.
-	for path, want := range map[string]string{
-		"/":             "text/html",
-		"/app.js":       "text/javascript",
-		"/style.css":    "text/css",
-		"/docs":         "text/html",
-		"/openapi.json": "application/",
-		"/v1/info":      "application/json",
-		"/v1/sales":     "application/json",
-		"/healthz":      "application/json",
-		"/metrics":      "text/plain",
-	} {
-		resp, err := http.Get(base + path)
-		if err != nil {
-			t.Fatal(err)
+	b.step(t, "page and API are served", func(t *testing.T) {
+		for path, want := range map[string]string{
+			"/":             "text/html",
+			"/app.js":       "text/javascript",
+			"/style.css":    "text/css",
+			"/docs":         "text/html",
+			"/openapi.json": "application/",
+			"/v1/info":      "application/json",
+			"/v1/sales":     "application/json",
+			"/healthz":      "application/json",
+			"/metrics":      "text/plain",
+		} {
+			resp, err := http.Get(base + path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if ct := resp.Header.Get("Content-Type"); resp.StatusCode != http.StatusOK || !strings.HasPrefix(ct, want) {
+				t.Errorf("GET %s: %d %q, want 200 %s…", path, resp.StatusCode, ct, want)
+			}
 		}
-		resp.Body.Close()
-		if ct := resp.Header.Get("Content-Type"); resp.StatusCode != http.StatusOK || !strings.HasPrefix(ct, want) {
-			t.Errorf("GET %s: %d %q, want 200 %s…", path, resp.StatusCode, ct, want)
+		if !strings.Contains(get(t, base+"/openapi.json"), `"/v1/sales/{id}/orders"`) {
+			t.Error("/openapi.json lacks the purchase route")
 		}
-	}
-	if !strings.Contains(get(t, base+"/openapi.json"), `"/v1/sales/{id}/orders"`) {
-		t.Error("/openapi.json lacks the purchase route")
-	}
-	var info struct {
-		TemporalUIURL     string `json:"temporal_ui_url"`
-		TemporalNamespace string `json:"temporal_namespace"`
-		DevMode           bool   `json:"dev_mode"`
-	}
-	if err := json.Unmarshal([]byte(get(t, base+"/v1/info")), &info); err != nil || !info.DevMode || info.TemporalUIURL == "" {
-		t.Fatalf("/v1/info: %+v %v", info, err)
-	}
+		if err := json.Unmarshal([]byte(get(t, base+"/v1/info")), &info); err != nil || !info.DevMode || info.TemporalUIURL == "" {
+			t.Fatalf("/v1/info: %+v %v", info, err)
+		}
+	})
 
 	// An operator opens a sale of exactly one unit, five seconds from now.
-	var admin struct{ Token string }
-	if st := call(t, "POST", base+"/v1/dev/token", "", map[string]string{"user_id": "e2e-operator", "role": "admin"}, &admin); st != http.StatusOK {
-		t.Fatalf("dev token: %d", st)
-	}
-	startsAt := time.Now().Add(5 * time.Second)
-	var sale struct{ ID string }
-	if st := call(t, "POST", base+"/v1/sales", admin.Token, map[string]any{
-		"name": "Browser phone", "price_cents": 129900, "stock": 1,
-		"starts_at": startsAt, "ends_at": startsAt.Add(time.Hour),
-	}, &sale); st != http.StatusCreated {
-		t.Fatalf("create sale: %d", st)
-	}
-	card := fmt.Sprintf(`.sale[data-sale-id="%s"]`, sale.ID)
-	buyBtn := card + ` button[data-action="buy"]`
+	b.step(t, "operator opens a one-unit sale", func(t *testing.T) {
+		var admin struct{ Token string }
+		if st := call(t, "POST", base+"/v1/dev/token", "", map[string]string{"user_id": "e2e-operator", "role": "admin"}, &admin); st != http.StatusOK {
+			t.Fatalf("dev token: %d", st)
+		}
+		startsAt = time.Now().Add(5 * time.Second)
+		var sale struct{ ID string }
+		if st := call(t, "POST", base+"/v1/sales", admin.Token, map[string]any{
+			"name": "Browser phone", "price_cents": 129900, "stock": 1,
+			"starts_at": startsAt, "ends_at": startsAt.Add(time.Hour),
+		}, &sale); st != http.StatusCreated {
+			t.Fatalf("create sale: %d", st)
+		}
+		card = fmt.Sprintf(`.sale[data-sale-id="%s"]`, sale.ID)
+		buyBtn = card + ` button[data-action="buy"]`
+		stats = fmt.Sprintf(`[data-stats-sale-id="%s"]`, sale.ID)
+	})
 
 	// 1. The page lists the sale with its countdown.
-	b.do("open the page", 20*time.Second,
-		chromedp.Navigate(base+"/"),
-		chromedp.WaitVisible(chromedp.CSS(card+`[data-state="upcoming"]`)))
-	countdown := value(b, "countdown", chromedp.Text(chromedp.CSS(card+` .countdown`)))
-	if !strings.HasPrefix(countdown, "Starts in 00:0") {
-		t.Fatalf("countdown %q, want Starts in 00:0…", countdown)
-	}
-	b.until("the countdown ticks", 3*time.Second,
-		`(t => t.startsWith("Starts in 00:0") && t !== `+js(countdown)+`)(document.querySelector(`+js(card+` .countdown`)+`).textContent)`)
-	// A marker that a reload would wipe out.
-	b.do("mark the page", 5*time.Second, chromedp.Evaluate[chromedp.Void](`window.e2eNoReload = "still here"`))
-	b.screenshot("countdown")
+	b.step(t, "1 the page counts down", func(t *testing.T) {
+		b.do("open the page", 20*time.Second,
+			chromedp.Navigate(base+"/"),
+			chromedp.WaitVisible(chromedp.CSS(card+`[data-state="upcoming"]`)))
+		countdown := value(b, "countdown", chromedp.Text(chromedp.CSS(card+` .countdown`)))
+		if !strings.HasPrefix(countdown, "Starts in 00:0") {
+			t.Fatalf("countdown %q, want Starts in 00:0…", countdown)
+		}
+		b.until("the countdown ticks", 3*time.Second,
+			`(t => t.startsWith("Starts in 00:0") && t !== `+js(countdown)+`)(document.querySelector(`+js(card+` .countdown`)+`).textContent)`)
+		// A marker that a reload would wipe out.
+		b.do("mark the page", 5*time.Second, chromedp.Evaluate[chromedp.Void](`window.e2eNoReload = "still here"`))
+		b.screenshot("countdown")
+	})
 
 	// 2. New buyer: a dev token, and the websocket opens.
-	b.do("new buyer", 10*time.Second,
-		chromedp.Click(chromedp.CSS(`#new-buyer`)),
-		chromedp.WaitVisible(chromedp.CSS(`#live[data-state="open"]`)))
-	first := value(b, "buyer id", chromedp.AttributeValue(chromedp.CSS(`#whoami`), "data-user-id")).Value
-	if !strings.HasPrefix(first, "buyer-") {
-		t.Fatalf("after New buyer, #whoami says user %q", first)
-	}
-	// The operator watches too: the stats of the sale, live, beside the shop.
-	stats := fmt.Sprintf(`[data-stats-sale-id="%s"]`, sale.ID)
-	b.do("become admin", 10*time.Second,
-		chromedp.Click(chromedp.CSS(`#become-admin`)),
-		chromedp.WaitVisible(chromedp.CSS(`#operator`)),
-		chromedp.WaitVisible(chromedp.CSS(stats+` dd[data-metric="redis_remaining"]`)))
-	b.until("the stats arrive", 5*time.Second,
-		`document.querySelector(`+js(stats+` dd[data-metric="redis_remaining"]`)+`).textContent === "1"`)
-	b.screenshot("new-buyer-and-operator")
+	b.step(t, "2 new buyer and operator view", func(t *testing.T) {
+		b.do("new buyer", 10*time.Second,
+			chromedp.Click(chromedp.CSS(`#new-buyer`)),
+			chromedp.WaitVisible(chromedp.CSS(`#live[data-state="open"]`)))
+		first = value(b, "buyer id", chromedp.AttributeValue(chromedp.CSS(`#whoami`), "data-user-id")).Value
+		if !strings.HasPrefix(first, "buyer-") {
+			t.Fatalf("after New buyer, #whoami says user %q", first)
+		}
+		// The operator watches too: the stats of the sale, live, beside the shop.
+		b.do("become admin", 10*time.Second,
+			chromedp.Click(chromedp.CSS(`#become-admin`)),
+			chromedp.WaitVisible(chromedp.CSS(`#operator`)),
+			chromedp.WaitVisible(chromedp.CSS(stats+` dd[data-metric="redis_remaining"]`)))
+		b.until("the stats arrive", 5*time.Second,
+			`document.querySelector(`+js(stats+` dd[data-metric="redis_remaining"]`)+`).textContent === "1"`)
+		b.screenshot("new-buyer-and-operator")
+	})
 
 	// 3. The countdown reaches the start and the Buy button opens.
-	b.do("the sale opens", 15*time.Second,
-		chromedp.WaitVisible(chromedp.CSS(card+`[data-state="active"]`)),
-		chromedp.WaitEnabled(chromedp.CSS(buyBtn)))
-	if early := time.Until(startsAt); early > 300*time.Millisecond {
-		t.Fatalf("the Buy button opened %s before the sale starts", early)
-	}
+	b.step(t, "3 the sale opens", func(t *testing.T) {
+		b.do("the sale opens", 15*time.Second,
+			chromedp.WaitVisible(chromedp.CSS(card+`[data-state="active"]`)),
+			chromedp.WaitEnabled(chromedp.CSS(buyBtn)))
+		if early := time.Until(startsAt); early > 300*time.Millisecond {
+			t.Fatalf("the Buy button opened %s before the sale starts", early)
+		}
+	})
 
 	// 4. Buy: PENDING at once, AWAITING_PAYMENT pushed over the websocket.
-	b.do("buy", 30*time.Second,
-		chromedp.Click(chromedp.CSS(buyBtn)),
-		chromedp.WaitVisible(chromedp.CSS(`#orders li[data-status="AWAITING_PAYMENT"]`)))
-	order := value(b, "order id", chromedp.AttributeValue(chromedp.CSS(`#orders li[data-status="AWAITING_PAYMENT"]`), "data-order-id")).Value
-	if !regexp.MustCompile(`^\d+$`).MatchString(order) {
-		t.Fatalf("order id %q", order)
-	}
-	row := fmt.Sprintf(`#orders li[data-order-id="%s"]`, order)
-	if via := value(b, "order source", chromedp.AttributeValue(chromedp.CSS(row), "data-via")).Value; via != "ws" {
-		t.Errorf("AWAITING_PAYMENT came from %q, want the websocket", via)
-	}
-	b.screenshot("awaiting-payment")
+	b.step(t, "4 buy", func(t *testing.T) {
+		b.do("buy", 30*time.Second,
+			chromedp.Click(chromedp.CSS(buyBtn)),
+			chromedp.WaitVisible(chromedp.CSS(`#orders li[data-status="AWAITING_PAYMENT"]`)))
+		order = value(b, "order id", chromedp.AttributeValue(chromedp.CSS(`#orders li[data-status="AWAITING_PAYMENT"]`), "data-order-id")).Value
+		if !regexp.MustCompile(`^\d+$`).MatchString(order) {
+			t.Fatalf("order id %q", order)
+		}
+		row = fmt.Sprintf(`#orders li[data-order-id="%s"]`, order)
+		if via := value(b, "order source", chromedp.AttributeValue(chromedp.CSS(row), "data-via")).Value; via != "ws" {
+			t.Errorf("AWAITING_PAYMENT came from %q, want the websocket", via)
+		}
+		b.screenshot("awaiting-payment")
+	})
 
 	// 5. Pay: PAID.
-	b.do("pay", 30*time.Second,
-		chromedp.Click(chromedp.CSS(row+` button[data-action="pay"]`)),
-		chromedp.WaitVisible(chromedp.CSS(row+`[data-status="PAID"]`)),
-		chromedp.WaitVisible(chromedp.CSS(card+`[data-remaining="0"]`)))
-	if got, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](`window.e2eNoReload || ""`)); got != "still here" {
-		t.Fatalf("the page reloaded (marker %q)", got)
-	}
-	link := value(b, "workflow link", chromedp.AttributeValue(chromedp.CSS(row+` a.workflow-link`), "href")).Value
-	if want := fmt.Sprintf("%s/namespaces/%s/workflows/order-%s", strings.TrimRight(info.TemporalUIURL, "/"), info.TemporalNamespace, order); link != want {
-		t.Errorf("workflow link %q, want %q", link, want)
-	}
-	b.screenshot("paid")
+	b.step(t, "5 pay", func(t *testing.T) {
+		b.do("pay", 30*time.Second,
+			chromedp.Click(chromedp.CSS(row+` button[data-action="pay"]`)),
+			chromedp.WaitVisible(chromedp.CSS(row+`[data-status="PAID"]`)),
+			chromedp.WaitVisible(chromedp.CSS(card+`[data-remaining="0"]`)))
+		if got, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](`window.e2eNoReload || ""`)); got != "still here" {
+			t.Fatalf("the page reloaded (marker %q)", got)
+		}
+		link = value(b, "workflow link", chromedp.AttributeValue(chromedp.CSS(row+` a.workflow-link`), "href")).Value
+		if want := fmt.Sprintf("%s/namespaces/%s/workflows/order-%s", strings.TrimRight(info.TemporalUIURL, "/"), info.TemporalNamespace, order); link != want {
+			t.Errorf("workflow link %q, want %q", link, want)
+		}
+		b.screenshot("paid")
+	})
 
 	// 6. The same buyer again: one unit per buyer.
-	b.do("buy again", 10*time.Second,
-		chromedp.Click(chromedp.CSS(buyBtn)),
-		chromedp.WaitVisible(chromedp.CSS(`#message[data-code="ALREADY_PURCHASED"]`)))
-	if msg := value(b, "message", chromedp.Text(chromedp.CSS(`#message .message-text`))); !strings.Contains(msg, "already") || !strings.Contains(msg, order) {
-		t.Errorf("ALREADY_PURCHASED message %q", msg)
-	}
-	b.screenshot("already-purchased")
+	b.step(t, "6 one unit per buyer", func(t *testing.T) {
+		b.do("buy again", 10*time.Second,
+			chromedp.Click(chromedp.CSS(buyBtn)),
+			chromedp.WaitVisible(chromedp.CSS(`#message[data-code="ALREADY_PURCHASED"]`)))
+		if msg := value(b, "message", chromedp.Text(chromedp.CSS(`#message .message-text`))); !strings.Contains(msg, "already") || !strings.Contains(msg, order) {
+			t.Errorf("ALREADY_PURCHASED message %q", msg)
+		}
+		b.screenshot("already-purchased")
+	})
 
 	// 7. A second buyer finds the sale sold out.
-	b.do("second buyer", 10*time.Second, chromedp.Click(chromedp.CSS(`#new-buyer`)))
-	b.until("the second buyer is signed in", 10*time.Second,
-		`(u => u.startsWith("buyer-") && u !== `+js(first)+`)(document.querySelector("#whoami").dataset.userId)`)
-	b.do("second buyer buys", 10*time.Second,
-		chromedp.WaitVisible(chromedp.CSS(`#orders-empty`)),
-		chromedp.Click(chromedp.CSS(buyBtn)),
-		chromedp.WaitVisible(chromedp.CSS(`#message[data-code="SOLD_OUT"]`)))
-	if msg := value(b, "message", chromedp.Text(chromedp.CSS(`#message .message-text`))); !strings.Contains(strings.ToLower(msg), "sold out") {
-		t.Errorf("SOLD_OUT message %q", msg)
-	}
-	b.screenshot("sold-out")
+	b.step(t, "7 second buyer finds it sold out", func(t *testing.T) {
+		b.do("second buyer", 10*time.Second, chromedp.Click(chromedp.CSS(`#new-buyer`)))
+		b.until("the second buyer is signed in", 10*time.Second,
+			`(u => u.startsWith("buyer-") && u !== `+js(first)+`)(document.querySelector("#whoami").dataset.userId)`)
+		b.do("second buyer buys", 10*time.Second,
+			chromedp.WaitVisible(chromedp.CSS(`#orders-empty`)),
+			chromedp.Click(chromedp.CSS(buyBtn)),
+			chromedp.WaitVisible(chromedp.CSS(`#message[data-code="SOLD_OUT"]`)))
+		if msg := value(b, "message", chromedp.Text(chromedp.CSS(`#message .message-text`))); !strings.Contains(strings.ToLower(msg), "sold out") {
+			t.Errorf("SOLD_OUT message %q", msg)
+		}
+		b.screenshot("sold-out")
+	})
 
 	// 8. The operator view counted the sale and drew the purchase.
-	b.do("operator stats", 15*time.Second, chromedp.WaitVisible(chromedp.CSS(stats+`[data-paid="1"]`)))
-	b.until("the chart shows the purchase", 5*time.Second,
-		`parseFloat(document.querySelector(`+js(stats)+`).dataset.peak) > 0`)
-	for metric, want := range map[string]string{"redis_remaining": "0", "db_stock": "0", "stock": "1", "relay_backlog": "0"} {
-		if got := value(b, metric, chromedp.Text(chromedp.CSS(stats+` dd[data-metric="`+metric+`"]`))); got != want {
-			t.Errorf("operator view: %s = %q, want %q", metric, got, want)
+	b.step(t, "8 operator view", func(t *testing.T) {
+		b.do("operator stats", 15*time.Second, chromedp.WaitVisible(chromedp.CSS(stats+`[data-paid="1"]`)))
+		b.until("the chart shows the purchase", 5*time.Second,
+			`parseFloat(document.querySelector(`+js(stats)+`).dataset.peak) > 0`)
+		for metric, want := range map[string]string{"redis_remaining": "0", "db_stock": "0", "stock": "1", "relay_backlog": "0"} {
+			if got := value(b, metric, chromedp.Text(chromedp.CSS(stats+` dd[data-metric="`+metric+`"]`))); got != want {
+				t.Errorf("operator view: %s = %q, want %q", metric, got, want)
+			}
 		}
-	}
-	// It creates a sale with its form.
-	b.do("create a sale with the form", 15*time.Second,
-		chromedp.SetValue(chromedp.CSS(`#create-sale input[name="name"]`), "Form phone"),
-		chromedp.SetValue(chromedp.CSS(`#create-sale input[name="stock"]`), "7"),
-		chromedp.SetValue(chromedp.CSS(`#create-sale input[name="starts_in"]`), "120"),
-		chromedp.Click(chromedp.CSS(`#create-sale button[type="submit"]`)),
-		chromedp.WaitVisible(chromedp.CSS(`.sale[data-state="upcoming"][data-remaining="7"]`)))
-	b.until("the form's sale is listed", 5*time.Second,
-		`[...document.querySelectorAll(".sale .sale-name")].some(e => e.textContent === "Form phone")`)
-	b.until("the operator view follows the form's sale", 5*time.Second,
-		`[...document.querySelectorAll("[data-stats-sale-id]")].some(c =>
+		// It creates a sale with its form.
+		b.do("create a sale with the form", 15*time.Second,
+			chromedp.SetValue(chromedp.CSS(`#create-sale input[name="name"]`), "Form phone"),
+			chromedp.SetValue(chromedp.CSS(`#create-sale input[name="stock"]`), "7"),
+			chromedp.SetValue(chromedp.CSS(`#create-sale input[name="starts_in"]`), "120"),
+			chromedp.Click(chromedp.CSS(`#create-sale button[type="submit"]`)),
+			chromedp.WaitVisible(chromedp.CSS(`.sale[data-state="upcoming"][data-remaining="7"]`)))
+		b.until("the form's sale is listed", 5*time.Second,
+			`[...document.querySelectorAll(".sale .sale-name")].some(e => e.textContent === "Form phone")`)
+		b.until("the operator view follows the form's sale", 5*time.Second,
+			`[...document.querySelectorAll("[data-stats-sale-id]")].some(c =>
 			c.querySelector(".sale-name").textContent === "Form phone" &&
 			c.querySelector('dd[data-metric="redis_remaining"]').textContent === "7")`)
-	b.screenshot("operator")
+		b.screenshot("operator")
+	})
 
 	// The same page on a phone, with and without the operator view.
-	b.do("phone viewport", 10*time.Second, chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile))
-	b.until("the page fits the phone", 5*time.Second, `document.documentElement.scrollWidth <= 390`)
-	b.screenshot("phone-operator")
-	b.do("close the operator view", 10*time.Second,
-		chromedp.Click(chromedp.CSS(`#operator-toggle`)),
-		chromedp.WaitNotVisible(chromedp.CSS(`#operator`)))
-	b.until("the page fits the phone", 5*time.Second, `document.documentElement.scrollWidth <= 390`)
-	b.screenshot("phone")
-	b.do("desktop viewport", 10*time.Second, chromedp.EmulateViewport(1280, 900))
+	b.step(t, "the page fits a phone", func(t *testing.T) {
+		b.do("phone viewport", 10*time.Second, chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile))
+		b.until("the page fits the phone", 5*time.Second, `document.documentElement.scrollWidth <= 390`)
+		b.screenshot("phone-operator")
+		b.do("close the operator view", 10*time.Second,
+			chromedp.Click(chromedp.CSS(`#operator-toggle`)),
+			chromedp.WaitNotVisible(chromedp.CSS(`#operator`)))
+		b.until("the page fits the phone", 5*time.Second, `document.documentElement.scrollWidth <= 390`)
+		b.screenshot("phone")
+		b.do("desktop viewport", 10*time.Second, chromedp.EmulateViewport(1280, 900))
+	})
 
-	if errs := b.errors(); len(errs) > 0 {
-		b.logConsole()
-		t.Errorf("the page logged errors:\n%s", strings.Join(errs, "\n"))
-	}
+	b.step(t, "no errors on the page", func(t *testing.T) {
+		if errs := b.errors(); len(errs) > 0 {
+			b.logConsole()
+			t.Errorf("the page logged errors:\n%s", strings.Join(errs, "\n"))
+		}
+	})
 
 	// 9. The order's link opens its workflow in the Temporal Web UI.
-	b.do("open the workflow", 30*time.Second, chromedp.Navigate(link))
-	b.until("the workflow page shows the order", 30*time.Second,
-		`document.body && document.body.innerText.includes(`+js("order-"+order)+`)`)
-	b.screenshot("temporal-workflow")
+	b.step(t, "9 the workflow in the Temporal Web UI", func(t *testing.T) {
+		b.do("open the workflow", 30*time.Second, chromedp.Navigate(link))
+		b.until("the workflow page shows the order", 30*time.Second,
+			`document.body && document.body.innerText.includes(`+js("order-"+order)+`)`)
+		b.screenshot("temporal-workflow")
+	})
 }

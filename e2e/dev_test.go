@@ -1,12 +1,16 @@
 package e2e
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"testing"
 	"time"
 
 	"github.com/seckill/seckill/auth"
+	"github.com/seckill/seckill/client"
+	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testenv"
 )
 
@@ -55,18 +59,19 @@ func TestDevRestartKeepsOrdersAndWorkflows(t *testing.T) {
 	if s := orderStatus(t, api, order, buyer); s != "AWAITING_PAYMENT" {
 		t.Fatalf("after the restart the order is %q, want AWAITING_PAYMENT", s)
 	}
-	var s struct{ Remaining int }
-	call(t, "GET", api+"/v1/sales/"+sale, "", nil, &s)
+	ctx := context.Background()
+	s, _ := client.New(api, "", nil).Sale(ctx, sale)
 	if s.Remaining != 2 {
 		t.Fatalf("after the restart remaining = %d, want 2", s.Remaining)
 	}
 	// The workflow survived too: paying still works, and the buyer still
 	// holds their unit.
-	var paid struct{ Status string }
-	if st := call(t, "POST", api+"/v1/orders/"+order+"/pay", buyer, nil, &paid); st != http.StatusOK || paid.Status != "PAID" {
-		t.Fatalf("pay after restart: %d %+v", st, paid)
+	bc := client.New(api, buyer, nil)
+	if paid, err := bc.Pay(ctx, order); err != nil || !paid.Recorded || paid.Order.Status != domain.StatusPaid {
+		t.Fatalf("pay after restart: %v %+v", err, paid)
 	}
-	if st := call(t, "POST", api+"/v1/sales/"+sale+"/orders", buyer, nil, nil); st != http.StatusConflict {
-		t.Fatalf("second purchase after restart: %d, want 409", st)
+	var refused *client.Error
+	if _, err := bc.Purchase(ctx, sale, ""); !errors.As(err, &refused) || refused.StatusCode != http.StatusConflict {
+		t.Fatalf("second purchase after restart: %v, want 409", err)
 	}
 }

@@ -2,11 +2,15 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/seckill/seckill/api/wire"
+	"github.com/seckill/seckill/client"
 )
 
 func get(t *testing.T, url string) string {
@@ -24,7 +28,9 @@ func get(t *testing.T, url string) string {
 }
 
 // call sends a JSON request with a bearer token and decodes the answer
-// into out (if not nil); it returns the status.
+// into out (if not nil); it returns the status. It is the raw helper, for
+// requests the typed client (package client) does not make; everything
+// else goes through the client.
 func call(t *testing.T, method, url, token string, body, out any) int {
 	t.Helper()
 	var rd io.Reader
@@ -54,13 +60,12 @@ func call(t *testing.T, method, url, token string, body, out any) int {
 // openSale creates a sale of units that is open now.
 func openSale(t *testing.T, api, admin string, units int) string {
 	t.Helper()
-	var sale struct{ ID string }
-	status := call(t, "POST", api+"/v1/sales", admin, map[string]any{
-		"name": "e2e", "price_cents": 500, "stock": units,
-		"starts_at": time.Now().Add(-time.Second), "ends_at": time.Now().Add(time.Hour),
-	}, &sale)
-	if status != http.StatusCreated {
-		t.Fatalf("create sale: %d", status)
+	sale, err := client.New(api, admin, nil).CreateSale(context.Background(), wire.CreateSaleBody{
+		Name: "e2e", PriceCents: 500, Stock: units,
+		StartsAt: time.Now().Add(-time.Second), EndsAt: time.Now().Add(time.Hour),
+	})
+	if err != nil {
+		t.Fatalf("create sale: %v", err)
 	}
 	return sale.ID
 }
@@ -68,20 +73,19 @@ func openSale(t *testing.T, api, admin string, units int) string {
 // buy purchases one unit and returns the order id.
 func buy(t *testing.T, api, saleID, token string) string {
 	t.Helper()
-	var p struct {
-		OrderID string `json:"order_id"`
-	}
-	if status := call(t, "POST", api+"/v1/sales/"+saleID+"/orders", token, nil, &p); status != http.StatusAccepted {
-		t.Fatalf("buy: %d", status)
+	p, err := client.New(api, token, nil).Purchase(context.Background(), saleID, "")
+	if err != nil {
+		t.Fatalf("buy: %v", err)
 	}
 	return p.OrderID
 }
 
+// orderStatus is the order's status, or "" if it cannot be read.
 func orderStatus(t *testing.T, api, id, token string) string {
 	t.Helper()
-	var o struct{ Status string }
-	if status := call(t, "GET", api+"/v1/orders/"+id, token, nil, &o); status != http.StatusOK {
+	o, err := client.New(api, token, nil).Order(context.Background(), id)
+	if err != nil {
 		return ""
 	}
-	return o.Status
+	return string(o.Status)
 }

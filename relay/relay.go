@@ -17,10 +17,8 @@ package relay
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"os"
 	"strconv"
 	"sync"
@@ -231,13 +229,14 @@ func (r *Relay) process(ctx context.Context, batches []batch) []int {
 	)
 	for bi, b := range batches {
 		for _, m := range b.msgs {
-			in, err := parseIntent(m.Values, r.opts.PaymentTimeout)
+			si, err := stock.ParseIntent(m.Values)
 			if err != nil {
 				r.dropped.Add(1)
 				r.opts.Logger.Error("relay: dropping malformed intent", "stream", b.s.key, "entry", m.ID, "err", err)
 				done[bi] = append(done[bi], m.ID)
 				continue
 			}
+			in := orderIntent(si, r.opts.PaymentTimeout)
 			jobs = append(jobs, job{bi, m.ID, in})
 			ids = append(ids, in.Order.OrderID)
 		}
@@ -368,54 +367,26 @@ func endSpan(span trace.Span, created bool, err error) {
 	span.End()
 }
 
-// intent is an entry of an intent stream: the order's workflow input and
-// the purchase's trace context (W3C traceparent, "" when the api does not
-// trace).
+// intent is an entry of an intent stream as the relay starts it: the
+// order's workflow input and the purchase's trace context (W3C traceparent,
+// "" when the api does not trace).
 type intent struct {
 	workflows.OrderInput
 	traceparent string
 }
 
-// parseIntent reads an entry written by reserve.lua. The order's payment
-// timeout is the sale's own (payment_timeout_ms) when the intent carries a
-// positive one, else paymentTimeout. An unreadable payment_timeout_ms falls
-// back to paymentTimeout rather than failing the entry: a dropped intent
-// would leave its buyer's unit held with no workflow to release it.
-func parseIntent(v map[string]any, paymentTimeout time.Duration) (intent, error) {
-	num := func(k string) (int64, error) {
-		s, _ := v[k].(string)
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("field %s: %w", k, err)
-		}
-		return n, nil
+// orderIntent is the workflow input of an entry written by reserve.lua:
+// the order's payment timeout is the sale's own when the intent carries
+// one, else paymentTimeout.
+func orderIntent(si stock.Intent, paymentTimeout time.Duration) intent {
+	in := intent{
+		OrderInput:  workflows.OrderInput{Order: si.Order, ReservedAt: si.ReservedAt, PaymentTimeout: paymentTimeout},
+		traceparent: si.Traceparent,
 	}
-	var in intent
-	var err error
-	if in.Order.OrderID, err = num("order_id"); err != nil {
-		return in, err
+	if si.PaymentTimeout > 0 {
+		in.PaymentTimeout = si.PaymentTimeout
 	}
-	if in.Order.SaleID, err = num("sale_id"); err != nil {
-		return in, err
-	}
-	if in.Order.AmountCents, err = num("amount_cents"); err != nil {
-		return in, err
-	}
-	ms, err := num("reserved_ms")
-	if err != nil {
-		return in, err
-	}
-	in.ReservedAt = time.UnixMilli(ms).UTC()
-	in.Order.UserID, _ = v["user_id"].(string)
-	if in.Order.UserID == "" {
-		return in, errors.New("field user_id: empty")
-	}
-	in.PaymentTimeout = paymentTimeout
-	if ms, err := num("payment_timeout_ms"); err == nil && ms > 0 && ms <= math.MaxInt64/int64(time.Millisecond) {
-		in.PaymentTimeout = time.Duration(ms) * time.Millisecond
-	}
-	in.traceparent, _ = v["traceparent"].(string)
-	return in, nil
+	return in
 }
 
 // backoff doubles a pause from 100ms to 5s.

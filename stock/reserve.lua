@@ -7,6 +7,10 @@
 -- one, and the purchase's traceparent when tracing is on), and INCR the
 -- version so that a reconciler holding an older view of the sale repairs
 -- nothing.
+--
+-- The intent's field names are stock.Intent's (intent.go: IntentOrderID,
+-- IntentSaleID, IntentUserID, IntentAmountCents, IntentReservedMS,
+-- IntentPaymentTimeoutMS, IntentTraceparent); ParseIntent reads them.
 redis.call('DECR', KEYS[2])
 redis.call('HSET', KEYS[3], ARGV[1], ARGV[2])
 if ARGV[3] ~= '' then

@@ -4,21 +4,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"go.temporal.io/sdk/client"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-redsync/redsync/v4"
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
+	"go.temporal.io/sdk/client"
 
 	"github.com/seckill/seckill/activities"
 	"github.com/seckill/seckill/audit"
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/ent/order"
-	"github.com/seckill/seckill/events"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/orderid"
+	"github.com/seckill/seckill/push"
 	"github.com/seckill/seckill/relay"
 	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
@@ -29,7 +29,7 @@ import (
 // The whole order core against real Postgres, Redis and Temporal: a sale is
 // raced, every winner's saga reaches AWAITING_PAYMENT, half pay and half
 // cancel, and the invariants of docs/design.md §2 hold at the end.
-func TestSaleEndToEnd(t *testing.T) {
+func TestSagaEndToEndPayAndCancel(t *testing.T) {
 	ctx := context.Background()
 	db := testenv.Store(t)
 	rdb, _ := testenv.Redis(t)
@@ -37,7 +37,7 @@ func TestSaleEndToEnd(t *testing.T) {
 	tp := testenv.StartTemporal(t)
 	tc := tp.Client()
 
-	w := worker.New(tc, &activities.Activities{Store: db, Stock: st, Events: events.NewPublisher(rdb)}, worker.Options{})
+	w := worker.New(tc, &activities.Activities{Store: db, Stock: st, Events: push.NewPublisher(rdb)}, worker.Options{})
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -1,12 +1,16 @@
-// Package wire holds request bodies whose decoding and validation stand on
-// their own, so they can be fuzzed without the rest of the api (and its
-// dependencies) in the build.
+// Package wire is the api's wire format: the bodies it reads and writes,
+// and the problem codes clients branch on. The api's handlers and the Go
+// client (package client) share these types, so the two cannot drift; the
+// package stands on its own (no database, no Temporal) so its decoding can
+// be fuzzed without the rest of the api in the build.
 package wire
 
 import (
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/seckill/seckill/domain"
 )
 
 // CreateSaleBody is what an operator sends to create a sale.
@@ -31,3 +35,86 @@ func (b *CreateSaleBody) Resolve(huma.Context) []error {
 	}
 	return nil
 }
+
+// AddUnitsBody is what an operator sends to add units to a sale.
+type AddUnitsBody struct {
+	Units int `json:"units" minimum:"1" maximum:"1000000" doc:"Units to add to the sale's stock (at most store.MaxAddUnits)."`
+}
+
+// Sale is a sale on the wire.
+type Sale struct {
+	ID         string    `json:"id" example:"1"`
+	Name       string    `json:"name"`
+	PriceCents int64     `json:"price_cents"`
+	Stock      int       `json:"stock" doc:"Units put on sale."`
+	Remaining  int       `json:"remaining" doc:"Units still available (live, from Redis)."`
+	State      string    `json:"state" enum:"upcoming,active,sold_out,ended,cancelled" doc:"cancelled: an operator cancelled the sale (it has ended, and its unpaid orders are cancelled)."`
+	StartsAt   time.Time `json:"starts_at"`
+	EndsAt     time.Time `json:"ends_at"`
+	// CancelledAt is set once an operator cancelled the sale.
+	CancelledAt           *time.Time `json:"cancelled_at,omitempty" doc:"When an operator cancelled the sale."`
+	PaymentTimeoutSeconds int        `json:"payment_timeout_seconds" doc:"How long a buyer of this sale has to pay, in seconds (the sale's own, or the server's default)."`
+}
+
+// SaleStats is the operator's view of a sale.
+type SaleStats struct {
+	SaleID         string         `json:"sale_id"`
+	Stock          int            `json:"stock"`
+	DBStock        int            `json:"db_stock" doc:"Units left in Postgres (the source of truth)."`
+	RedisRemaining int            `json:"redis_remaining" doc:"Units Redis may still admit."`
+	RedisBuyers    int64          `json:"redis_buyers" doc:"Buyers holding a unit in Redis."`
+	RelayBacklog   int64          `json:"relay_backlog" doc:"Admitted orders whose workflow has not started yet."`
+	Pending        int64          `json:"pending" doc:"Admitted orders without an order row yet."`
+	Orders         map[string]int `json:"orders" doc:"Order rows by status."`
+	OpenOrders     int64          `json:"open_orders" doc:"Orders neither final nor paid: PENDING and AWAITING_PAYMENT rows plus admitted orders without a row."`
+	Cancelling     bool           `json:"cancelling" doc:"The sale was cancelled and its open orders are still being cancelled."`
+}
+
+// Order is an order on the wire.
+type Order struct {
+	ID          string        `json:"id"`
+	SaleID      string        `json:"sale_id"`
+	UserID      string        `json:"user_id"`
+	Status      domain.Status `json:"status" enum:"PENDING,AWAITING_PAYMENT,PAID,CANCELLED,EXPIRED,FAILED"`
+	Reason      string        `json:"reason"`
+	AmountCents int64         `json:"amount_cents"`
+	WorkflowID  string        `json:"workflow_id"`
+	CreatedAt   time.Time     `json:"created_at"`
+	UpdatedAt   time.Time     `json:"updated_at"`
+}
+
+// Purchase is the answer to a purchase: the buyer's order, PENDING until
+// its workflow has written it.
+type Purchase struct {
+	OrderID    string        `json:"order_id"`
+	Status     domain.Status `json:"status"`
+	WorkflowID string        `json:"workflow_id"`
+}
+
+// Problem is an RFC 9457 problem+json body with a stable machine-readable
+// code, the field clients branch on.
+type Problem struct {
+	huma.ErrorModel
+	Code    string `json:"code" doc:"Stable machine-readable error code." example:"SOLD_OUT"`
+	OrderID string `json:"order_id,omitempty" doc:"With ALREADY_PURCHASED: the buyer's existing order."`
+	// OrderStatus is named so because `status` is the HTTP status (RFC 9457).
+	OrderStatus domain.Status `json:"order_status,omitempty" doc:"With INVALID_STATE: the order's actual status (for a pay that lost to the timer, EXPIRED)." enum:"PENDING,AWAITING_PAYMENT,PAID,CANCELLED,EXPIRED,FAILED"`
+}
+
+// Problem codes.
+const (
+	CodeBadRequest       = "BAD_REQUEST"
+	CodeValidation       = "VALIDATION_FAILED"
+	CodeUnauthorized     = "UNAUTHORIZED"
+	CodeForbidden        = "FORBIDDEN"
+	CodeNotFound         = "NOT_FOUND"
+	CodeSoldOut          = "SOLD_OUT"
+	CodeNotStarted       = "NOT_STARTED"
+	CodeEnded            = "ENDED"
+	CodeAlreadyPurchased = "ALREADY_PURCHASED"
+	CodeInvalidState     = "INVALID_STATE"
+	CodeTooLarge         = "BODY_TOO_LARGE"
+	CodeRateLimited      = "RATE_LIMITED"
+	CodeUnavailable      = "UNAVAILABLE"
+	CodeInternal         = "INTERNAL"
+)

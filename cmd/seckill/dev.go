@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	_ "modernc.org/sqlite" // the embedded database of dev mode
 
 	"github.com/seckill/seckill/activities"
@@ -87,14 +86,14 @@ func (c *DevCmd) Run(ctx context.Context) error {
 		svc.TemporalAddress, temporalUI = t.FrontendAddress(), t.UIURL()
 	}
 	if svc.RedisAddr == "" {
-		// miniredis keeps nothing across restarts: sales are warmed again
-		// from the database below.
-		mr := miniredis.NewMiniRedis()
-		if err := mr.StartAddr("127.0.0.1:0"); err != nil {
+		// It keeps nothing across restarts: sales are warmed again from the
+		// database below.
+		r, err := devstack.StartRedis()
+		if err != nil {
 			return fmt.Errorf("embedded redis: %w", err)
 		}
-		defer mr.Close()
-		svc.RedisAddr = mr.Addr()
+		defer r.Stop()
+		svc.RedisAddr = r.Addr()
 	}
 	if svc.DatabaseURL == "" {
 		svc.DatabaseURL = "sqlite:" + filepath.Join(c.DataDir, "seckill.db")

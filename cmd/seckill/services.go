@@ -21,7 +21,7 @@ import (
 	"go.temporal.io/sdk/interceptor"
 	sdklog "go.temporal.io/sdk/log"
 
-	"github.com/seckill/seckill/events"
+	"github.com/seckill/seckill/push"
 	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
 	"github.com/seckill/seckill/worker"
@@ -44,7 +44,7 @@ type deps struct {
 	redis    redis.UniversalClient
 	lockers  []redis.UniversalClient
 	stock    *stock.Stock
-	events   *events.Publisher
+	events   *push.Publisher
 	temporal client.Client
 	tracing  trace.TracerProvider // nil: tracing off (setupTracing)
 }
@@ -117,7 +117,7 @@ func (s Services) connect(ctx context.Context, needTemporal bool, tp trace.Trace
 		pools = pools[1:] // the listed nodes are the quorum
 	}
 	d.stock = stock.New(rdb, redsync.New(pools...))
-	d.events = events.NewPublisher(rdb)
+	d.events = push.NewPublisher(rdb)
 	d.registry.MustRegister(collectors.NewDBStatsCollector(d.store.DB(), "seckill"), redisPoolCollector(rdb))
 	if needTemporal {
 		var interceptors []interceptor.ClientInterceptor

@@ -7,7 +7,11 @@ import (
 	"os"
 	"path/filepath"
 
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+
 	"github.com/seckill/seckill/devstack"
+	"github.com/seckill/seckill/worker"
 	"github.com/seckill/seckill/workflows"
 )
 
@@ -27,6 +31,12 @@ type TemporalCmd struct {
 func (c *TemporalCmd) Run(ctx context.Context) error {
 	t, err := devstack.StartTemporal(ctx, c.options())
 	if err != nil {
+		return err
+	}
+	// A namespace the server creates has them already; one in an older
+	// --data-dir database may lack them.
+	if err := registerSearchAttributes(ctx, t); err != nil {
+		_ = t.Stop()
 		return err
 	}
 	// Tests wait for this line: the server is ready, with its namespace and
@@ -55,4 +65,16 @@ func (c *TemporalCmd) options() devstack.TemporalOptions {
 		opts.DBFile = filepath.Join(c.DataDir, "temporal.db")
 	}
 	return opts
+}
+
+func registerSearchAttributes(ctx context.Context, t *devstack.Temporal) error {
+	c, err := client.DialContext(ctx, client.Options{
+		HostPort: t.FrontendAddress(), Namespace: t.Namespace(),
+		Logger: sdklog.NewStructuredLogger(slog.Default().With("component", "temporal-sdk")),
+	})
+	if err != nil {
+		return fmt.Errorf("temporal client: %w", err)
+	}
+	defer c.Close()
+	return worker.RegisterSearchAttributes(ctx, c, t.Namespace())
 }

@@ -4,15 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
-	"net/url"
 	"os"
-	"strings"
 	"time"
 
-	"github.com/gorilla/websocket"
-
-	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/client"
 )
 
 // WatchCmd opens a buyer's result websocket and prints each order event as
@@ -25,36 +20,16 @@ type WatchCmd struct {
 }
 
 func (c *WatchCmd) Run(ctx context.Context) error {
-	u, err := url.Parse(strings.TrimRight(c.API, "/") + "/v1/ws")
-	if err != nil {
-		return fmt.Errorf("--api: %w", err)
-	}
-	u.Scheme = strings.Replace(u.Scheme, "http", "ws", 1)
 	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
 	defer cancel()
-	// The token travels as a subprotocol, as a browser would send it, so it
-	// stays out of URLs and access logs.
-	d := websocket.Dialer{Subprotocols: []string{"seckill.v1", "bearer." + c.Token}, HandshakeTimeout: 10 * time.Second}
-	conn, resp, err := d.DialContext(ctx, u.String(), http.Header{})
+	events, err := client.New(c.API, c.Token, nil).Watch(ctx)
 	if err != nil {
-		if resp != nil {
-			return fmt.Errorf("websocket: %s", resp.Status)
-		}
-		return fmt.Errorf("websocket: %w", err)
+		return err
 	}
-	defer conn.Close()
-	go func() { <-ctx.Done(); conn.Close() }()
 	enc := json.NewEncoder(os.Stdout)
-	for {
-		var e domain.Event
-		if err := conn.ReadJSON(&e); err != nil {
-			if ctx.Err() == context.DeadlineExceeded {
-				return fmt.Errorf("no %s event within %s", c.Until, c.Timeout)
-			}
-			if ctx.Err() != nil && c.Until == "" {
-				return nil // interrupted: a normal way to stop watching
-			}
-			return fmt.Errorf("websocket: %w", err)
+	for e, err := range events {
+		if err != nil {
+			return err
 		}
 		if err := enc.Encode(e); err != nil {
 			return err
@@ -63,4 +38,11 @@ func (c *WatchCmd) Run(ctx context.Context) error {
 			return nil
 		}
 	}
+	if ctx.Err() == context.DeadlineExceeded {
+		return fmt.Errorf("no %s event within %s", c.Until, c.Timeout)
+	}
+	if c.Until == "" {
+		return nil // interrupted: a normal way to stop watching
+	}
+	return ctx.Err()
 }

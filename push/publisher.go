@@ -1,7 +1,4 @@
-// Package events carries order events from whichever process produced them
-// (a worker's Notify activity) to whichever api instance holds the buyer's
-// websocket, over Redis pub/sub.
-package events
+package push
 
 import (
 	"context"
@@ -13,13 +10,9 @@ import (
 	"github.com/seckill/seckill/domain"
 )
 
-const userPrefix = "seckill:events:user:"
-
-// UserChannel is the pub/sub channel of one buyer's order events. Each api
-// instance subscribes only to the buyers connected to it.
-func UserChannel(userID string) string { return userPrefix + userID }
-
-// Publisher sends events.
+// Publisher carries order events from whichever process produced them (a
+// worker's Notify activity) to whichever api instance holds the buyer's
+// websocket, over Redis pub/sub.
 type Publisher struct {
 	rdb redis.UniversalClient
 }

@@ -1,0 +1,80 @@
+package devstack
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	namespacepb "go.temporal.io/api/namespace/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/server/common/config"
+	sqliteschema "go.temporal.io/server/schema/sqlite"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// createNamespace writes the namespace, with its retention and search
+// attributes, straight into the database before the server starts, unless
+// it exists. Registering the search attributes here rather than through
+// the operator service means every service knows them from the first
+// second, with no wait for namespace caches to refresh.
+func createNamespace(sqlCfg *config.SQL, opts TemporalOptions) error {
+	ns, err := sqliteschema.NewNamespaceConfig(clusterName, opts.Namespace, false, opts.SearchAttributes)
+	if err != nil {
+		return fmt.Errorf("devstack: namespace %q: %w", opts.Namespace, err)
+	}
+	ns.Detail.Config.Retention = durationpb.New(opts.Retention)
+	if err := sqliteschema.CreateNamespaces(sqlCfg, ns); err != nil {
+		return fmt.Errorf("devstack: create namespace %q: %w", opts.Namespace, err)
+	}
+	return nil
+}
+
+// configure waits for the frontend, then makes the namespace's retention
+// match opts, which matters for an existing DBFile. Search attributes are
+// not checked here: an existing namespace that lacks some is the caller's
+// to fix (worker.RegisterSearchAttributes, which seckill runs at start).
+func (t *Temporal) configure(ctx context.Context, opts TemporalOptions, logger *slog.Logger) error {
+	c, err := dialFrontend(ctx, t.frontend, t.namespace, logger)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return ensureRetention(ctx, c, t.namespace, opts.Retention)
+}
+
+func dialFrontend(ctx context.Context, addr, namespace string, logger *slog.Logger) (client.Client, error) {
+	for {
+		c, err := client.DialContext(ctx, client.Options{
+			HostPort:  addr,
+			Namespace: namespace,
+			Logger:    sdklog.NewStructuredLogger(logger),
+		})
+		if err == nil {
+			return c, nil
+		}
+		if werr := sleepCtx(ctx, pollInterval); werr != nil {
+			return nil, fmt.Errorf("devstack: frontend %s not answering: %w", addr, err)
+		}
+	}
+}
+
+func ensureRetention(ctx context.Context, c client.Client, namespace string, retention time.Duration) error {
+	resp, err := c.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: namespace})
+	if err != nil {
+		return fmt.Errorf("devstack: describe namespace %q: %w", namespace, err)
+	}
+	if resp.GetConfig().GetWorkflowExecutionRetentionTtl().AsDuration() == retention {
+		return nil
+	}
+	_, err = c.WorkflowService().UpdateNamespace(ctx, &workflowservice.UpdateNamespaceRequest{
+		Namespace: namespace,
+		Config:    &namespacepb.NamespaceConfig{WorkflowExecutionRetentionTtl: durationpb.New(retention)},
+	})
+	if err != nil {
+		return fmt.Errorf("devstack: set retention of namespace %q to %v: %w", namespace, retention, err)
+	}
+	return nil
+}

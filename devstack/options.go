@@ -1,0 +1,97 @@
+package devstack
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	enums "go.temporal.io/api/enums/v1"
+)
+
+const (
+	defaultIP            = "127.0.0.1"
+	defaultNamespace     = "default"
+	defaultRetention     = 72 * time.Hour
+	defaultHistoryShards = 1
+	defaultLogLevel      = "warn"
+
+	// clusterName is persisted in the database file; it must never change or an
+	// existing DBFile would no longer match its cluster metadata.
+	clusterName = "active"
+	storeName   = "sqlite"
+
+	// defaultReadyTimeout bounds the wait for the frontend, the namespace and
+	// the UI when the caller's context has no deadline of its own.
+	defaultReadyTimeout = time.Minute
+
+	pollInterval = 100 * time.Millisecond
+)
+
+// TemporalOptions configures StartTemporal. The zero value is a usable dev
+// server: in memory, on free ports, namespace "default", with the Web UI.
+type TemporalOptions struct {
+	// IP is the address the frontend and the UI listen on; default "127.0.0.1".
+	// The other services always listen on loopback unless IP is a specific
+	// non-loopback address.
+	IP string
+	// Port is the frontend gRPC port; 0 picks a free port.
+	Port int
+	// UIPort is the Web UI port; 0 picks a free port, -1 disables the UI.
+	UIPort int
+	// Namespace is registered at start; default "default".
+	Namespace string
+	// DBFile is the SQLite file to persist to ("" = in memory). It is created,
+	// with the schema, when missing; its parent directory too.
+	DBFile string
+	// HistoryShards defaults to 1. It is fixed when a DBFile is created: on an
+	// existing file the server keeps the persisted count and ignores this one.
+	HistoryShards int
+	// Retention is the namespace retention, default 72h. It is set explicitly
+	// because a namespace created without one gets 0 s, and closed workflows
+	// then vanish at once. On an existing namespace it is updated if it differs
+	// (the server refuses values under 1h there).
+	Retention time.Duration
+	// SearchAttributes are custom search attributes the namespace is
+	// created with, e.g. {"SaleId": KEYWORD}, so that every service knows
+	// them from the first second. A namespace that exists already (an older
+	// DBFile) is left as it is: register missing ones through the operator
+	// service (worker.RegisterSearchAttributes).
+	SearchAttributes map[string]enums.IndexedValueType
+	// LogLevel is the minimum level of server log lines: debug, info, warn
+	// (default) or error. Below warn the server logs thousands of lines.
+	LogLevel string
+	// Logger receives the server's log lines; nil logs text to stderr.
+	Logger *slog.Logger
+	// DynamicConfig overrides server dynamic config, keyed as in the server's
+	// dynamicconfig package (e.g. "frontend.rps": 10000).
+	DynamicConfig map[string]any
+}
+
+func (o *TemporalOptions) setDefaults() error {
+	if o.IP == "" {
+		o.IP = defaultIP
+	}
+	if o.Namespace == "" {
+		o.Namespace = defaultNamespace
+	}
+	if o.HistoryShards == 0 {
+		o.HistoryShards = defaultHistoryShards
+	}
+	if o.Retention == 0 {
+		o.Retention = defaultRetention
+	}
+	if o.LogLevel == "" {
+		o.LogLevel = defaultLogLevel
+	}
+	switch {
+	case o.Port < 0 || o.Port > 65535:
+		return fmt.Errorf("devstack: invalid frontend port %d", o.Port)
+	case o.UIPort < -1 || o.UIPort > 65535:
+		return fmt.Errorf("devstack: invalid UI port %d (use -1 to disable the UI)", o.UIPort)
+	case o.HistoryShards < 0:
+		return fmt.Errorf("devstack: invalid history shard count %d", o.HistoryShards)
+	case o.Retention < 0:
+		return fmt.Errorf("devstack: negative retention %v", o.Retention)
+	}
+	return nil
+}
