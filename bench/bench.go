@@ -117,13 +117,12 @@ func (s Stats) drift() []string {
 	return d
 }
 
-// Run runs the experiment.
+// Run runs the experiment: it prepares the buyers and the sale, measures
+// the ceiling on the quiet system, runs the admission wave, then (unless
+// AdmissionOnly) follows the sagas to their end, and checks the result.
 func Run(ctx context.Context, o Options) (*Result, error) {
-	if o.Users <= 0 || o.Stock <= 0 || o.Concurrency <= 0 {
-		return nil, errors.New("users, stock and concurrency must be positive")
-	}
-	if o.Pay < 0 || o.Cancel < 0 || o.Pay+o.Cancel > 1 {
-		return nil, errors.New("--pay and --cancel are fractions that add up to at most 1")
+	if err := o.validate(); err != nil {
+		return nil, err
 	}
 	hc := &http.Client{
 		Timeout:   30 * time.Second,
@@ -132,33 +131,13 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	c := &target{base: strings.TrimRight(o.Target, "/"), http: hc, api: client.New(o.Target, "", hc)}
 	r := &Result{Target: o.Target, Users: o.Users, Stock: o.Stock, Concurrency: o.Concurrency,
 		Cores: runtime.NumCPU(), LoadBefore: loadAverage(), Outcomes: map[string]int{}}
-
 	admin, err := o.Signer.Mint("bench-admin", auth.RoleAdmin, 2*time.Hour)
 	if err != nil {
 		return nil, err
 	}
 	run := fmt.Sprintf("%x", time.Now().UnixNano()&0xffffffff)
 
-	// The api's memory, sampled through the whole run, if its /metrics
-	// says (an api behind a proxy may not expose it).
-	if start, err := c.rss(ctx); err != nil {
-		if o.Progress != nil {
-			fmt.Fprintf(o.Progress, "api memory not measured: %v\n", err)
-		}
-	} else {
-		r.APIMemory.StartMiB = start
-		var peak atomic.Uint64
-		peak.Store(math.Float64bits(start))
-		wctx, stopWatch := context.WithCancel(ctx)
-		var watch sync.WaitGroup
-		watch.Go(func() { c.watchRSS(wctx, &peak) })
-		defer func() {
-			stopWatch()
-			watch.Wait()
-			r.APIMemory.PeakMiB = math.Float64frombits(peak.Load())
-		}()
-	}
-
+	defer c.sampleMemory(ctx, r, o.Progress)()
 	// Tokens are minted before the sale opens, as real buyers log in early.
 	tokens := make([]string, o.Users)
 	for i := range tokens {
@@ -167,26 +146,12 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 	}
 	if o.Websockets > 0 {
-		if o.Websockets > o.Users {
-			return nil, fmt.Errorf("--websockets %d exceeds --users %d (one socket per buyer)", o.Websockets, o.Users)
-		}
-		socks, err := c.openSockets(ctx, tokens[:o.Websockets], 32)
+		closeSockets, err := c.holdSockets(ctx, r, tokens[:o.Websockets])
 		if err != nil {
 			return nil, err
 		}
-		defer socks.close()
-		// Let the sockets' snapshots finish before reading the cost.
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(time.Second):
-		}
-		r.APIMemory.Websockets = o.Websockets
-		if after, err := c.rss(ctx); err == nil && r.APIMemory.StartMiB > 0 {
-			r.APIMemory.WebsocketsExtraMiB = after - r.APIMemory.StartMiB
-		}
+		defer closeSockets()
 	}
-
 	// The ceiling is measured on the quiet system, before the sale: after
 	// it, the sagas would be competing for the same cores.
 	if o.Ceiling != nil {
@@ -205,6 +170,45 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, fmt.Errorf("create sale: %w", err)
 	}
 	r.SaleID = sale.ID
+	requests := o.requests()
+	r.Requests = len(requests)
+	if err := waitUntil(ctx, starts); err != nil {
+		return nil, err
+	}
+
+	accepted, begin, err := c.admit(ctx, r, o, sale.ID, tokens, requests)
+	if err != nil {
+		return nil, err
+	}
+	// Overload experiments stop here; the sagas are still running.
+	r.AdmissionOnly = o.AdmissionOnly
+	if !o.AdmissionOnly {
+		c.awaitSagas(ctx, r, o, sale.ID, admin, accepted, begin)
+	}
+	if r.Stats, err = c.stats(ctx, sale.ID, admin); err != nil {
+		return nil, fmt.Errorf("final stats: %w", err)
+	}
+	r.check()
+	r.LoadAfter = loadAverage()
+	return r, nil
+}
+
+func (o Options) validate() error {
+	if o.Users <= 0 || o.Stock <= 0 || o.Concurrency <= 0 {
+		return errors.New("users, stock and concurrency must be positive")
+	}
+	if o.Pay < 0 || o.Cancel < 0 || o.Pay+o.Cancel > 1 {
+		return errors.New("--pay and --cancel are fractions that add up to at most 1")
+	}
+	if o.Websockets > o.Users {
+		return fmt.Errorf("--websockets %d exceeds --users %d (one socket per buyer)", o.Websockets, o.Users)
+	}
+	return nil
+}
+
+// requests is the order in which buyers press "buy": every buyer once, plus
+// DupRate repeated presses, shuffled.
+func (o Options) requests() []int {
 	requests := make([]int, 0, o.Users+int(float64(o.Users)*o.DupRate))
 	for i := range o.Users {
 		requests = append(requests, i)
@@ -213,17 +217,70 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		requests = append(requests, rand.IntN(o.Users))
 	}
 	rand.Shuffle(len(requests), func(i, j int) { requests[i], requests[j] = requests[j], requests[i] })
-	r.Requests = len(requests)
+	return requests
+}
 
-	if d := time.Until(starts); d > 0 {
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(d):
+// sampleMemory samples the api's memory through the whole run, if its
+// /metrics says (an api behind a proxy may not expose it). The returned
+// function stops it and records the peak.
+func (c *target) sampleMemory(ctx context.Context, r *Result, progress io.Writer) (stop func()) {
+	start, err := c.rss(ctx)
+	if err != nil {
+		if progress != nil {
+			fmt.Fprintf(progress, "api memory not measured: %v\n", err)
 		}
+		return func() {}
 	}
+	r.APIMemory.StartMiB = start
+	var peak atomic.Uint64
+	peak.Store(math.Float64bits(start))
+	wctx, stopWatch := context.WithCancel(ctx)
+	var watch sync.WaitGroup
+	watch.Go(func() { c.watchRSS(wctx, &peak) })
+	return func() {
+		stopWatch()
+		watch.Wait()
+		r.APIMemory.PeakMiB = math.Float64frombits(peak.Load())
+	}
+}
 
-	// Admission.
+// holdSockets opens one idle result websocket per token and records what
+// they cost the api; the returned function closes them.
+func (c *target) holdSockets(ctx context.Context, r *Result, tokens []string) (closeAll func(), err error) {
+	socks, err := c.openSockets(ctx, tokens, 32)
+	if err != nil {
+		return nil, err
+	}
+	// Let the sockets' snapshots finish before reading the cost.
+	if err := waitUntil(ctx, time.Now().Add(time.Second)); err != nil {
+		socks.close()
+		return nil, err
+	}
+	r.APIMemory.Websockets = len(tokens)
+	if after, err := c.rss(ctx); err == nil && r.APIMemory.StartMiB > 0 {
+		r.APIMemory.WebsocketsExtraMiB = after - r.APIMemory.StartMiB
+	}
+	return socks.close, nil
+}
+
+// waitUntil waits until t, or until ctx ends.
+func waitUntil(ctx context.Context, t time.Time) error {
+	d := time.Until(t)
+	if d <= 0 {
+		return ctx.Err()
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}
+
+// admit runs the admission wave: Concurrency buyers press "buy" in the
+// order of requests. It returns the accepted orders (order id → token) and
+// when the wave began.
+func (c *target) admit(ctx context.Context, r *Result, o Options, saleID string, tokens []string, requests []int) (map[string]string, time.Time, error) {
 	bar := newBar(o.Progress, len(requests), "admission")
 	var (
 		next      atomic.Int64
@@ -243,7 +300,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 				}
 				tok := tokens[requests[i]]
 				t0 := time.Now()
-				code, orderID := c.purchase(ctx, sale.ID, tok)
+				code, orderID := c.purchase(ctx, saleID, tok)
 				d := time.Since(t0)
 				mu.Lock()
 				latencies = append(latencies, d)
@@ -260,28 +317,15 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	r.AdmissionSeconds = time.Since(begin).Seconds()
 	bar.finish()
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return nil, begin, err
 	}
 	r.Accepted = len(accepted)
 	r.RequestsPerSec = float64(len(requests)) / r.AdmissionSeconds
 	r.Latency = summarize(latencies)
-
 	if r.CeilingSeconds > 0 {
 		r.AdmissionVsCeil = r.AdmissionSeconds / r.CeilingSeconds
 	}
-
-	// Overload experiments stop here; the sagas are still running.
-	r.AdmissionOnly = o.AdmissionOnly
-	if !o.AdmissionOnly {
-		c.awaitSagas(ctx, r, o, sale.ID, admin, accepted, begin)
-	}
-
-	if r.Stats, err = c.stats(ctx, sale.ID, admin); err != nil {
-		return nil, fmt.Errorf("final stats: %w", err)
-	}
-	r.check()
-	r.LoadAfter = loadAverage()
-	return r, nil
+	return accepted, begin, nil
 }
 
 // awaitSagas follows the stats until every accepted order is at
