@@ -74,9 +74,9 @@ func TestTemporalDownDuringTheWave(t *testing.T) {
 	c.startWorker("worker")
 	w := c.wave(c.apis[0])
 	c.waitFor(c.apis[0], "the sale to exist", func(bench.Stats) bool { return true })
-	c.temporal.Stop()
+	c.Temporal.Stop()
 	time.Sleep(10 * time.Second) // the outage
-	c.temporal.Start()
+	c.Temporal.Start()
 	w.finish("Temporal server stopped for 10 s during the wave", "purchases answered 202 throughout; intents queued in Redis and were started when Temporal returned")
 	if n := w.result.Outcomes["UNAVAILABLE"]; n != 0 {
 		t.Fatalf("%d purchases answered 503 while only Temporal was down", n)

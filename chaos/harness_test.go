@@ -35,12 +35,11 @@ const (
 )
 
 type cluster struct {
-	t        *testing.T
-	env      []string
-	temporal *testenv.Temporal
-	apis     []string // base URLs
-	mu       sync.Mutex
-	procs    map[string]*testenv.Process
+	*testenv.Stack
+	t     *testing.T
+	apis  []string // base URLs
+	mu    sync.Mutex
+	procs map[string]*testenv.Process
 }
 
 type setup struct {
@@ -51,33 +50,20 @@ type setup struct {
 
 func start(t *testing.T, s setup) *cluster {
 	t.Helper()
-	c := &cluster{t: t, procs: map[string]*testenv.Process{}}
-	if s.databaseURL == "" {
-		s.databaseURL = testenv.DatabaseURL(t)
-	}
-	if s.redisAddr == "" {
-		_, db := testenv.Redis(t)
-		s.redisAddr = testenv.RedisURL(testenv.RedisAddr(t), db)
-	}
-	c.temporal = testenv.StartTemporal(t)
-	c.env = []string{
-		"DATABASE_URL=" + s.databaseURL,
-		"REDIS_ADDR=" + s.redisAddr,
-		"TEMPORAL_ADDRESS=" + c.temporal.Address(),
-		"SECKILL_JWT_SECRET=" + secret,
+	st := testenv.NewStack(t, secret, testenv.StackOptions{DatabaseURL: s.databaseURL, RedisURL: s.redisAddr, Env: []string{
 		"SECKILL_METRICS_ADDR=",
 		"SECKILL_RELAY_MIN_IDLE=2s",
 		"SECKILL_RECONCILE_INTERVAL=2s",
 		"SECKILL_USER_RATE=100",
 		"SECKILL_LOG_LEVEL=warn",
-	}
-	c.seckill("migrate")
+	}})
+	c := &cluster{Stack: st, t: t, procs: map[string]*testenv.Process{}}
 	if len(s.apiEnv) == 0 {
 		s.apiEnv = [][]string{nil}
 	}
 	for i, extra := range s.apiEnv {
 		port := testenv.FreePort(t)
-		env := append(append([]string{}, c.env...), fmt.Sprintf("SECKILL_HTTP_ADDR=127.0.0.1:%d", port))
+		env := append(append([]string{}, c.Env...), fmt.Sprintf("SECKILL_HTTP_ADDR=127.0.0.1:%d", port))
 		c.procs[fmt.Sprintf("api-%d", i)] = testenv.Run(t, fmt.Sprintf("api-%d", i), append(env, extra...), "serve")
 		url := fmt.Sprintf("http://127.0.0.1:%d", port)
 		testenv.WaitHTTP(t, url+"/healthz", time.Minute)
@@ -89,20 +75,14 @@ func start(t *testing.T, s setup) *cluster {
 // seckill runs a one-shot command.
 func (c *cluster) seckill(args ...string) string {
 	c.t.Helper()
-	cmd := exec.Command(testenv.Binary(c.t), args...)
-	cmd.Env = append(cmd.Environ(), c.env...)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		c.t.Fatalf("seckill %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return string(out)
+	return c.Seckill(c.t, args...)
 }
 
 // startWorker starts (or restarts) the named worker process.
 func (c *cluster) startWorker(name string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.procs[name] = testenv.Run(c.t, name, c.env, "worker")
+	c.procs[name] = testenv.Run(c.t, name, c.Env, "worker")
 }
 
 func (c *cluster) kill(name string) {
@@ -128,7 +108,7 @@ func (c *cluster) wave(api string) *wave {
 	cmd := exec.Command(testenv.Binary(c.t), "bench", "--target", api, "--users", fmt.Sprint(buyers),
 		"--stock", fmt.Sprint(units), "--concurrency", "32", "--pay", "0.5", "--cancel", "0.5",
 		"--start-delay", "1s", "--wait", "6m", "--json")
-	cmd.Env = append(cmd.Environ(), c.env...)
+	cmd.Env = append(cmd.Environ(), c.Env...)
 	go func() {
 		defer close(w.done)
 		out, err := cmd.Output()
@@ -205,7 +185,7 @@ func (c *cluster) auditQuiescent(sale string) string {
 	var out string
 	testenv.Eventually(c.t, 2*time.Minute, func() error {
 		cmd := exec.Command(testenv.Binary(c.t), "audit", "--sale", sale, "--quiescent")
-		cmd.Env = append(cmd.Environ(), c.env...)
+		cmd.Env = append(cmd.Environ(), c.Env...)
 		b, err := cmd.CombinedOutput()
 		out = string(b)
 		if err != nil {
