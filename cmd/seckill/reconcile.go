@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/seckill/seckill/reconcile"
 )
 
@@ -42,46 +40,12 @@ func (c *ReconcileCmd) Run(ctx context.Context) error {
 	return nil
 }
 
-// repairKinds are the kind labels of seckill_reconciler_repairs_total.
-var repairKinds = []string{"rebuilt", "buyer_restored", "stale_released", "remaining_fixed"}
-
-// reconcilerMetrics counts repairs by kind and retired sales.
-func reconcilerMetrics(reg prometheus.Registerer) (func(reconcile.Report), func(int64)) {
-	repairs := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "seckill_reconciler_repairs_total",
-		Help: "Redis/Postgres drift the reconciler repaired, by kind.",
-	}, []string{"kind"})
-	retired := prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "seckill_sales_retired_total",
-		Help: "Ended, drained sales whose keys the reconciler dropped from Redis.",
-	})
-	reg.MustRegister(repairs, retired)
-	// Every kind is exported from the start, at zero, so a first repair is
-	// an increase an alert sees, not a series appearing out of nowhere.
-	for _, kind := range repairKinds {
-		repairs.WithLabelValues(kind)
-	}
-	return func(r reconcile.Report) {
-			if r.Rebuilt {
-				repairs.WithLabelValues("rebuilt").Inc()
-			}
-			repairs.WithLabelValues("buyer_restored").Add(float64(r.BuyersRestored))
-			repairs.WithLabelValues("stale_released").Add(float64(r.StaleReleased))
-			if r.RemainingFixed {
-				repairs.WithLabelValues("remaining_fixed").Inc()
-			}
-		}, func(int64) {
-			retired.Inc()
-		}
-}
-
 // runReconciler runs the periodic reconciler, which also retires ended
 // sales from Redis, until ctx ends (interval 0: never).
 func runReconciler(ctx context.Context, d *deps, interval, retireAfter time.Duration) {
 	if interval <= 0 {
 		return
 	}
-	onRepair, onRetire := reconcilerMetrics(d.registry)
-	rc := &reconcile.Reconciler{Store: d.store, Stock: d.stock, RetireAfter: retireAfter, OnRepair: onRepair, OnRetire: onRetire}
+	rc := (&reconcile.Reconciler{Store: d.store, Stock: d.stock, RetireAfter: retireAfter}).WithMetrics(d.registry)
 	go func() { _ = rc.Run(ctx, interval) }()
 }

@@ -1,0 +1,37 @@
+package reconcile
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// repairKinds are the kind labels of seckill_reconciler_repairs_total.
+var repairKinds = []string{"rebuilt", "buyer_restored", "stale_released", "remaining_fixed"}
+
+// WithMetrics registers the reconciler's series on reg and sets OnRepair
+// and OnRetire to count repairs by kind and retired sales.
+func (rc *Reconciler) WithMetrics(reg prometheus.Registerer) *Reconciler {
+	repairs := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "seckill_reconciler_repairs_total",
+		Help: "Redis/Postgres drift the reconciler repaired, by kind.",
+	}, []string{"kind"})
+	retired := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "seckill_sales_retired_total",
+		Help: "Ended, drained sales whose keys the reconciler dropped from Redis.",
+	})
+	reg.MustRegister(repairs, retired)
+	// Every kind is exported from the start, at zero, so a first repair is
+	// an increase an alert sees, not a series appearing out of nowhere.
+	for _, kind := range repairKinds {
+		repairs.WithLabelValues(kind)
+	}
+	rc.OnRepair = func(r Report) {
+		if r.Rebuilt {
+			repairs.WithLabelValues("rebuilt").Inc()
+		}
+		repairs.WithLabelValues("buyer_restored").Add(float64(r.BuyersRestored))
+		repairs.WithLabelValues("stale_released").Add(float64(r.StaleReleased))
+		if r.RemainingFixed {
+			repairs.WithLabelValues("remaining_fixed").Inc()
+		}
+	}
+	rc.OnRetire = func(int64) { retired.Inc() }
+	return rc
+}
