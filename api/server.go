@@ -14,7 +14,6 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/adapters/humago"
-	"github.com/go-redis/redis_rate/v10"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -117,7 +116,6 @@ type Server struct {
 	api     huma.API
 	mux     *http.ServeMux
 	handler http.Handler // mux, traced when tracing is on
-	limiter *redis_rate.Limiter
 	hub     *push.Hub
 	relay   *relay.Relay
 	orders  *orders.Service
@@ -135,11 +133,10 @@ type Server struct {
 func New(cfg Config, deps Deps) *Server {
 	cfg.withDefaults()
 	s := &Server{
-		cfg:     cfg,
-		deps:    deps,
-		mux:     http.NewServeMux(),
-		limiter: redis_rate.NewLimiter(deps.Stock.Client()),
-		reg:     deps.Registry,
+		cfg:  cfg,
+		deps: deps,
+		mux:  http.NewServeMux(),
+		reg:  deps.Registry,
 	}
 	if s.reg == nil {
 		s.reg = prometheus.NewRegistry()

@@ -3,13 +3,10 @@ package api
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/go-redis/redis_rate/v10"
 
 	"github.com/seckill/seckill/api/wire"
 	"github.com/seckill/seckill/domain"
@@ -43,11 +40,12 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	}
 	// A reconnect storm from one buyer (a buggy client in a loop) must not
 	// cost a Redis subscription and a snapshot query each time.
-	err = s.allow(r.Context(), "ws:"+user.ID, s.cfg.WSConnectRate)
+	err = s.orders.Allow(r.Context(), "ws:"+user.ID, s.cfg.WSConnectRate)
 	if err == nil {
-		err = s.allow(r.Context(), "ws-ip:"+s.clientIP(r.RemoteAddr, r.Header.Get("X-Forwarded-For")), s.cfg.IPRate)
+		err = s.orders.Allow(r.Context(), "ws-ip:"+s.clientIP(r.RemoteAddr, r.Header.Get("X-Forwarded-For")), s.cfg.IPRate)
 	}
 	if err != nil {
+		err = toHTTP(r.Context(), err) // 429 with Retry-After, or 503
 		p := problemFor(err)
 		var hdr interface{ GetHeaders() http.Header }
 		if errors.As(err, &hdr) {
@@ -59,22 +57,6 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.hub.Serve(w, r, user.ID, selected)
-}
-
-// allow spends one request of the per-second budget under key, or answers
-// 429 with Retry-After.
-func (s *Server) allow(ctx context.Context, key string, perSecond int) error {
-	if perSecond <= 0 {
-		return nil
-	}
-	res, err := s.limiter.Allow(ctx, "seckill:rate:"+key, redis_rate.PerSecond(perSecond))
-	if err != nil {
-		return unavailable(fmt.Errorf("rate limiter: %w", err))
-	}
-	if res.Allowed == 0 {
-		return rateLimited(res.RetryAfter)
-	}
-	return nil
 }
 
 func websocketProtocols(r *http.Request) []string {

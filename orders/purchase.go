@@ -63,13 +63,13 @@ func (s *Service) Purchase(ctx context.Context, req PurchaseRequest) (int64, err
 			return 0, admissionError(err)
 		}
 	}
-	if err := s.allow(ctx, "ip:"+req.ClientIP, s.cfg.IPRate); err != nil {
+	if err := s.Allow(ctx, "ip:"+req.ClientIP, s.cfg.IPRate); err != nil {
 		return 0, err
 	}
-	if err := s.allow(ctx, "user:"+userID, s.cfg.UserRate); err != nil {
+	if err := s.Allow(ctx, "user:"+userID, s.cfg.UserRate); err != nil {
 		return 0, err
 	}
-	if err := s.allow(ctx, "sale:"+strconv.FormatInt(saleID, 10), s.cfg.SaleRate); err != nil {
+	if err := s.Allow(ctx, "sale:"+strconv.FormatInt(saleID, 10), s.cfg.SaleRate); err != nil {
 		return 0, err
 	}
 	minted, err := s.mint()
@@ -156,7 +156,10 @@ func (s *Service) mint() (int64, error) {
 	return id, nil
 }
 
-func (s *Service) allow(ctx context.Context, key string, perSecond int) error {
+// Allow spends one request of the per-second budget under key (0 or
+// less: no limit), or refuses with *RateLimitedError. The api's websocket
+// connects are limited by it too.
+func (s *Service) Allow(ctx context.Context, key string, perSecond int) error {
 	if perSecond <= 0 {
 		return nil
 	}
