@@ -266,11 +266,17 @@ func (rc *Reconciler) Retire(ctx context.Context) ([]int64, error) {
 }
 
 func (rc *Reconciler) retire(ctx context.Context, id int64, after time.Duration) (bool, error) {
-	db, err := rc.Store.SaleSnapshot(ctx, id)
-	if errors.Is(err, domain.ErrUnknownSale) {
-		return true, rc.Stock.Retire(ctx, id) // nothing in the database to answer for
+	// The sale row first: every pass looks at every loaded sale, and most
+	// are live, so the orders are read only once the sale is due.
+	sl, err := rc.Store.Sale(ctx, id)
+	switch {
+	case errors.Is(err, domain.ErrUnknownSale):
+		return rc.drop(ctx, id) // nothing in the database to answer for
+	case err != nil || time.Since(sl.EndsAt) < after:
+		return false, err
 	}
-	if err != nil || time.Since(db.Sale.EndsAt) < after {
+	db, err := rc.Store.SaleSnapshot(ctx, id)
+	if err != nil {
 		return false, err
 	}
 	final := make(map[int64]bool, len(db.Orders))
@@ -289,7 +295,13 @@ func (rc *Reconciler) retire(ctx context.Context, id int64, after time.Duration)
 			return false, nil // admitted, its saga has not written it yet
 		}
 	}
-	err = rc.Stock.Retire(ctx, id)
+	return rc.drop(ctx, id)
+}
+
+// drop retires the sale's keys; a sale Redis still finds open or holding
+// intents is left for a later pass.
+func (rc *Reconciler) drop(ctx context.Context, id int64) (bool, error) {
+	err := rc.Stock.Retire(ctx, id)
 	if errors.Is(err, stock.ErrNotDrained) {
 		return false, nil
 	}
