@@ -83,8 +83,12 @@ func (s *Service) transition(ctx context.Context, user auth.User, id int64, upda
 	if err == nil {
 		wctx, cancel := context.WithTimeout(ctx, s.cfg.PayWait)
 		err = h.Get(wctx, &st)
+		waited := wctx.Err() != nil
 		cancel()
-		if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		// Accepted, but not recorded within PayWait: the decision is final,
+		// so this is a 202, whatever error the SDK wraps the deadline in
+		// (a gRPC DeadlineExceeded status is not context.DeadlineExceeded).
+		if err != nil && ctx.Err() == nil && waited {
 			return s.answer(ctx, id, want, false)
 		}
 	}
