@@ -67,6 +67,29 @@ func (a *Activities) CreateOrder(ctx context.Context, ref domain.OrderRef) error
 	return err
 }
 
+// PlaceOrder takes the order's unit in Postgres and writes its row as
+// AWAITING_PAYMENT in one transaction (store.PlaceOrder), then tells the
+// buyer. It is the lean saga's first step (workflows.VersionLeanSaga). The
+// push is best effort, as Notify's: a buyer who misses it sees the order in
+// the snapshot their socket gets on connect, so a failed publish is logged
+// and counted, never a reason to fail or retry the order.
+func (a *Activities) PlaceOrder(ctx context.Context, ref domain.OrderRef) error {
+	start := time.Now()
+	err := classify(a.Store.PlaceOrder(ctx, ref))
+	a.Metrics.observe("PlaceOrder", start, err)
+	if err != nil {
+		return err
+	}
+	a.Metrics.entered(domain.StatusAwaitingPayment)
+	published := time.Now()
+	perr := a.Events.Publish(ctx, domain.NewEvent(ref.OrderID, ref.SaleID, ref.UserID, domain.StatusAwaitingPayment, "", published))
+	a.Metrics.observe("Notify", published, perr)
+	if perr != nil {
+		activity.GetLogger(ctx).Warn("notify buyer", "order_id", ref.OrderID, "status", domain.StatusAwaitingPayment, "err", perr)
+	}
+	return nil
+}
+
 // FinishInput says how an order ended without a sale.
 type FinishInput struct {
 	Ref    domain.OrderRef

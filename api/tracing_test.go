@@ -59,8 +59,7 @@ func TestOnePurchaseIsOneTrace(t *testing.T) {
 		"POST /v1/sales/{id}/orders", "stock.Reserve", "relay.StartOrderWorkflow",
 		"StartWorkflow:OrderWorkflow", "RunWorkflow:OrderWorkflow",
 		// local activities: the forward steps and the buyer's notifications
-		"StartActivity:DeductStock", "RunActivity:DeductStock",
-		"StartActivity:CreateOrder", "RunActivity:CreateOrder",
+		"StartActivity:PlaceOrder", "RunActivity:PlaceOrder",
 		"StartActivity:Notify", "RunActivity:Notify",
 		// an ordinary activity, run by the workflow once the buyer paid
 		"StartActivity:MarkPaid", "RunActivity:MarkPaid",
@@ -85,7 +84,7 @@ func TestOnePurchaseIsOneTrace(t *testing.T) {
 			t.Errorf("span %s hangs off a span outside the trace", sp.Name)
 		}
 	}
-	for _, name := range []string{"stock.Reserve", "relay.StartOrderWorkflow", "RunWorkflow:OrderWorkflow", "RunActivity:DeductStock"} {
+	for _, name := range []string{"stock.Reserve", "relay.StartOrderWorkflow", "RunWorkflow:OrderWorkflow", "RunActivity:PlaceOrder"} {
 		if find(order, name, p.OrderID) == nil {
 			t.Errorf("span %s lacks order.id %s", name, p.OrderID)
 		}

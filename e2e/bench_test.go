@@ -82,8 +82,8 @@ func TestSmallBench(t *testing.T) {
 	if started+dups != float64(units) || started > float64(units) {
 		t.Errorf("relay: %v started + %v found existing, want %d workflows", started, dups, units)
 	}
-	if got := metric(t, metrics, `seckill_saga_step_seconds_count{outcome="ok",step="DeductStock"}`); got != float64(units) {
-		t.Errorf("DeductStock steps = %v, want %d", got, units)
+	if got := metric(t, metrics, `seckill_saga_step_seconds_count{outcome="ok",step="PlaceOrder"}`); got != float64(units) {
+		t.Errorf("PlaceOrder steps = %v, want %d", got, units)
 	}
 	if got := metric(t, metrics, `seckill_compensations_total{step="RestoreStock"}`); got != float64(r.Cancelled) {
 		t.Errorf("RestoreStock compensations = %v, want %d (the cancelled orders)", got, r.Cancelled)

@@ -58,7 +58,7 @@ func (s *TemporalStarter) start(ctx context.Context, in workflows.OrderInput) (b
 		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
 		TypedSearchAttributes:                    workflows.SearchAttributes(in.Order, domain.StatusPending),
-		Memo:                                     map[string]any{"summary": workflows.Summary(in.Order, domain.StatusPending)},
+		Memo:                                     map[string]any{"summary": workflows.Summary(in.Order, "")},
 		// Where a worker shares this client (dev mode, one process), the
 		// first workflow task comes back with the start, saving a round
 		// trip through the server; elsewhere the server starts it as usual.

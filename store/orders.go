@@ -27,52 +27,90 @@ import (
 // domain.ErrCompensated when RestoreStock already ran for the order (a
 // deduction that arrives after its compensation must not land).
 func (s *Store) DeductStock(ctx context.Context, ref domain.OrderRef) error {
-	err := s.withTx(ctx, func(tx *ent.Tx) error {
-		err := tx.StockMovement.Create().
-			SetOrderID(ref.OrderID).SetSaleID(ref.SaleID).
-			SetKind(stockmovement.KindDEDUCT).SetDelta(-1).
-			Exec(ctx)
-		if err != nil {
-			return err
-		}
-		// The update locks the sale row until commit; RestoreStock takes the
-		// same lock before it reads the ledger (see there), and CancelSale
-		// the same lock to set cancelled_at: a deduction either commits
-		// before the cancellation (its order is then cancelled through its
-		// workflow) or finds the sale cancelled.
-		n, err := tx.Sale.Update().Where(sale.ID(ref.SaleID), sale.StockGT(0), sale.CancelledAtIsNil()).AddStock(-1).Save(ctx)
-		if err != nil {
-			return err
-		}
-		if n == 0 {
-			sl, err := tx.Sale.Get(ctx, ref.SaleID)
-			switch {
-			case ent.IsNotFound(err):
-				return fmt.Errorf("%w: sale %d does not exist", domain.ErrInvalidOrder, ref.SaleID)
-			case err != nil:
-				return err
-			case sl.CancelledAt != nil:
-				return domain.ErrSaleCancelled
-			}
-			return domain.ErrOutOfStock
-		}
-		voided, err := tx.StockMovement.Query().
-			Where(stockmovement.OrderID(ref.OrderID), stockmovement.KindEQ(stockmovement.KindRESTORE)).
-			Exist(ctx)
-		if err != nil {
-			return err
-		}
-		if voided {
-			return domain.ErrCompensated
-		}
-		return nil
-	})
-	if ent.IsConstraintError(err) {
-		// An earlier attempt for the same order committed its deduction.
-		return nil
+	err := s.withTx(ctx, func(tx *ent.Tx) error { return deduct(ctx, tx, ref) })
+	if errors.Is(err, errDeducted) {
+		return nil // an earlier attempt for the same order committed its deduction
 	}
 	if err != nil {
 		return fmt.Errorf("deduct stock for order %d: %w", ref.OrderID, err)
+	}
+	return nil
+}
+
+// PlaceOrder is DeductStock and CreateOrder in one transaction, the first
+// step of the lean saga (workflows.VersionLeanSaga, docs/design.md §4.1):
+// one commit per order instead of two. Either both land or neither does, so
+// a retry after a commit finds the deduction and reports success, and a
+// refusal leaves nothing to undo (the saga's RestoreStock then writes its
+// tombstone). It returns DeductStock's errors, and domain.ErrInvalidOrder
+// when the row cannot be written (the buyer holds another live order of
+// the sale).
+func (s *Store) PlaceOrder(ctx context.Context, ref domain.OrderRef) error {
+	err := s.withTx(ctx, func(tx *ent.Tx) error {
+		if err := deduct(ctx, tx, ref); err != nil {
+			return err
+		}
+		err := s.insertOrder(ctx, tx.Order, ref, domain.StatusAwaitingPayment, "")
+		if ent.IsConstraintError(err) || ent.IsValidationError(err) {
+			return fmt.Errorf("%w: order %d: %v", domain.ErrInvalidOrder, ref.OrderID, err)
+		}
+		return err
+	})
+	if errors.Is(err, errDeducted) {
+		return nil // an earlier attempt committed the deduction and the row with it
+	}
+	if err != nil {
+		return fmt.Errorf("place order %d: %w", ref.OrderID, err)
+	}
+	return nil
+}
+
+// errDeducted: the order's DEDUCT ledger row exists, written by an earlier
+// attempt that committed.
+var errDeducted = errors.New("deducted already")
+
+// deduct takes one unit of the sale for the order inside tx (see
+// DeductStock).
+func deduct(ctx context.Context, tx *ent.Tx, ref domain.OrderRef) error {
+	err := tx.StockMovement.Create().
+		SetOrderID(ref.OrderID).SetSaleID(ref.SaleID).
+		SetKind(stockmovement.KindDEDUCT).SetDelta(-1).
+		Exec(ctx)
+	if ent.IsConstraintError(err) {
+		return errors.Join(errDeducted, err)
+	}
+	if err != nil {
+		return err
+	}
+	// The update locks the sale row until commit; RestoreStock takes the
+	// same lock before it reads the ledger (see there), and CancelSale the
+	// same lock to set cancelled_at: a deduction either commits before the
+	// cancellation (its order is then cancelled through its workflow) or
+	// finds the sale cancelled.
+	n, err := tx.Sale.Update().Where(sale.ID(ref.SaleID), sale.StockGT(0), sale.CancelledAtIsNil()).AddStock(-1).Save(ctx)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		sl, err := tx.Sale.Get(ctx, ref.SaleID)
+		switch {
+		case ent.IsNotFound(err):
+			return fmt.Errorf("%w: sale %d does not exist", domain.ErrInvalidOrder, ref.SaleID)
+		case err != nil:
+			return err
+		case sl.CancelledAt != nil:
+			return domain.ErrSaleCancelled
+		}
+		return domain.ErrOutOfStock
+	}
+	voided, err := tx.StockMovement.Query().
+		Where(stockmovement.OrderID(ref.OrderID), stockmovement.KindEQ(stockmovement.KindRESTORE)).
+		Exist(ctx)
+	if err != nil {
+		return err
+	}
+	if voided {
+		return domain.ErrCompensated
 	}
 	return nil
 }

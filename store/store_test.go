@@ -335,3 +335,77 @@ func TestRetriedDeductionOnTheLastUnit(t *testing.T) {
 		}
 	}
 }
+
+// PlaceOrder takes the unit and writes the row in one transaction:
+// concurrent attempts of one order (a retried local activity) place it
+// once, the row is AWAITING_PAYMENT, and a refusal leaves neither a
+// deduction nor a row.
+func TestPlaceOrderOncePerOrder(t *testing.T) {
+	backends(t, func(t *testing.T, st *store.Store) {
+		ctx := context.Background()
+		sale := newSale(t, st, 2)
+		ref := domain.OrderRef{OrderID: 500, SaleID: sale, UserID: "pia", AmountCents: 49900}
+		var wg sync.WaitGroup
+		for range 20 {
+			wg.Go(func() {
+				if err := st.PlaceOrder(ctx, ref); err != nil {
+					t.Errorf("place: %v", err)
+				}
+			})
+		}
+		wg.Wait()
+		if got := stockOf(t, st, sale); got != 1 {
+			t.Fatalf("stock = %d, want 1", got)
+		}
+		if k := ledger(t, st, 500); len(k) != 1 || k[0] != stockmovement.KindDEDUCT {
+			t.Fatalf("ledger = %v, want one DEDUCT", k)
+		}
+		if o, err := st.Order(ctx, 500); err != nil || o.Status != order.StatusAWAITING_PAYMENT {
+			t.Fatalf("order = %+v, %v; want AWAITING_PAYMENT", o, err)
+		}
+
+		// The buyer's second order of the sale cannot get a row, so it
+		// takes no unit either.
+		err := st.PlaceOrder(ctx, domain.OrderRef{OrderID: 501, SaleID: sale, UserID: "pia", AmountCents: 49900})
+		if !errors.Is(err, domain.ErrInvalidOrder) {
+			t.Fatalf("second live order of a buyer: %v, want ErrInvalidOrder", err)
+		}
+		if got, k := stockOf(t, st, sale), ledger(t, st, 501); got != 1 || len(k) != 0 {
+			t.Fatalf("a refused order left stock %d (want 1) and ledger %v", got, k)
+		}
+
+		// Sold out: nothing written.
+		if err := st.PlaceOrder(ctx, domain.OrderRef{OrderID: 502, SaleID: sale, UserID: "quinn", AmountCents: 49900}); err != nil {
+			t.Fatal(err)
+		}
+		err = st.PlaceOrder(ctx, domain.OrderRef{OrderID: 503, SaleID: sale, UserID: "ravi", AmountCents: 49900})
+		if !errors.Is(err, domain.ErrOutOfStock) {
+			t.Fatalf("place on empty stock: %v, want ErrOutOfStock", err)
+		}
+		if _, err := st.Order(ctx, 503); !errors.Is(err, domain.ErrNotFound) {
+			t.Fatalf("a refused order has a row: %v", err)
+		}
+	})
+}
+
+// A PlaceOrder that arrives after its order's restore ran backs off, and
+// writes no row: the ending (FinishOrder) owns the row then.
+func TestPlaceOrderAfterItsRestoreDoesNotLand(t *testing.T) {
+	backends(t, func(t *testing.T, st *store.Store) {
+		ctx := context.Background()
+		sale := newSale(t, st, 3)
+		ref := domain.OrderRef{OrderID: 510, SaleID: sale, UserID: "sam", AmountCents: 49900}
+		if _, err := st.RestoreStock(ctx, ref); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.PlaceOrder(ctx, ref); !errors.Is(err, domain.ErrCompensated) {
+			t.Fatalf("late place: %v, want ErrCompensated", err)
+		}
+		if got := stockOf(t, st, sale); got != 3 {
+			t.Fatalf("stock = %d, want 3", got)
+		}
+		if _, err := st.Order(ctx, 510); !errors.Is(err, domain.ErrNotFound) {
+			t.Fatalf("a compensated order got a row: %v", err)
+		}
+	})
+}

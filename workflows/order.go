@@ -49,6 +49,17 @@ const ErrTypeInvalidState = "InvalidState"
 // the workflow").
 const VersionUpdates = "pay-cancel-updates"
 
+// VersionLeanSaga is version 2 of the same change id: the saga's first step
+// is one local activity, PlaceOrder, which deducts the unit and writes the
+// row in one database transaction and tells the buyer, and no step upserts
+// the memo any more (the memo's summary is set once, at start; the status is
+// the OrderStatus search attribute). An order then costs one marker and one
+// visibility update fewer persistence work on its way to AWAITING_PAYMENT
+// (docs/performance.md). It reuses VersionUpdates' change id rather than a
+// new one because a new change id costs every new workflow one more marker
+// and one more TemporalChangeVersion upsert, which is what it saves.
+const VersionLeanSaga workflow.Version = 2
+
 // DefaultPaymentTimeout is how long a buyer has to pay.
 const DefaultPaymentTimeout = 15 * time.Minute
 
@@ -68,9 +79,16 @@ func SearchAttributes(ref domain.OrderRef, status domain.Status) temporal.Search
 	)
 }
 
-// Summary is the one-line memo shown for an order in the Web UI.
+// Summary is the one-line memo shown for an order in the Web UI. Orders
+// start with the summary without a status ("" status), which their memo
+// keeps: their status is the OrderStatus search attribute. Workflows
+// started before VersionLeanSaga upsert it with the status at every step.
 func Summary(ref domain.OrderRef, status domain.Status) string {
-	return fmt.Sprintf("order %d: user %s, sale %d, %d cents: %s", ref.OrderID, ref.UserID, ref.SaleID, ref.AmountCents, status)
+	s := fmt.Sprintf("order %d: user %s, sale %d, %d cents", ref.OrderID, ref.UserID, ref.SaleID, ref.AmountCents)
+	if status != "" {
+		s += ": " + string(status)
+	}
+	return s
 }
 
 // OrderInput starts an order saga.
@@ -139,6 +157,7 @@ var (
 const (
 	deductStock = "DeductStock"
 	createOrder = "CreateOrder"
+	placeOrder  = "PlaceOrder"
 	notify      = "Notify"
 )
 
@@ -164,7 +183,8 @@ func OrderWorkflow(ctx workflow.Context, in OrderInput) (OrderState, error) {
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (OrderState, error) { return o.state, nil }); err != nil {
 		return o.state, err
 	}
-	o.v1 = workflow.GetVersion(ctx, VersionUpdates, workflow.DefaultVersion, 1) >= 1
+	version := workflow.GetVersion(ctx, VersionUpdates, workflow.DefaultVersion, VersionLeanSaga)
+	o.v1, o.lean = version >= 1, version >= VersionLeanSaga
 	o.decisions = workflow.NewBufferedChannel(ctx, 1)
 	if err := o.handleUpdates(ctx); err != nil {
 		return o.state, err
@@ -184,8 +204,9 @@ type order struct {
 	ref           domain.OrderRef
 	state         OrderState
 	compensations []func(ctx workflow.Context) error
-	// v1 is false for workflows started before VersionUpdates.
-	v1 bool
+	// v1 is false for workflows started before VersionUpdates; lean is
+	// true for those started at VersionLeanSaga or later.
+	v1, lean bool
 	// decided is the outcome chosen while awaiting payment (PAID,
 	// CANCELLED or EXPIRED) and reason its reason; empty until then.
 	decided domain.Status
@@ -212,6 +233,34 @@ func (o *order) run(ctx workflow.Context, in OrderInput) (OrderState, error) {
 		o.compensations = append(o.compensations, restore)
 	}
 	fctx := workflow.WithLocalActivityOptions(ctx, forwardOptions)
+	if o.lean {
+		// One local activity, one transaction: the unit and the row, and
+		// the buyer told. A refusal left nothing behind but what the
+		// registered RestoreStock finds (its tombstone).
+		if err := workflow.ExecuteLocalActivity(fctx, placeOrder, o.ref).Get(ctx, nil); err != nil {
+			if isSaleCancelled(err) {
+				return o.end(ctx, domain.StatusCancelled, "sale cancelled")
+			}
+			return o.fail(ctx, err, "place order")
+		}
+		o.record(ctx, domain.StatusAwaitingPayment, "")
+	} else if placed, err := o.deductAndCreate(ctx, fctx, restore); !placed {
+		return o.state, err
+	}
+
+	o.awaitDecision(ctx, timeout)
+	if o.decided == domain.StatusPaid {
+		return o.pay(ctx)
+	}
+	return o.end(ctx, o.decided, o.reason)
+}
+
+// deductAndCreate runs the first steps of workflows started before
+// VersionLeanSaga: DeductStock and CreateOrder as two local activities,
+// then AWAITING_PAYMENT with its memo and its Notify. An order that cannot
+// be placed ends here, through end: placed is false, o.state is its final
+// state and err end's error.
+func (o *order) deductAndCreate(ctx, fctx workflow.Context, restore func(workflow.Context) error) (placed bool, err error) {
 	if err := workflow.ExecuteLocalActivity(fctx, deductStock, o.ref).Get(ctx, nil); err != nil {
 		// An operator cancelled the sale before this order deducted: the
 		// order ends CANCELLED, not FAILED. This changes no command (the
@@ -219,9 +268,11 @@ func (o *order) run(ctx workflow.Context, in OrderInput) (OrderState, error) {
 		// differ, which replay does not compare), and no recorded history
 		// holds this error, so it needs no workflow.GetVersion gate.
 		if isSaleCancelled(err) {
-			return o.end(ctx, domain.StatusCancelled, "sale cancelled")
+			_, err = o.end(ctx, domain.StatusCancelled, "sale cancelled")
+			return false, err
 		}
-		return o.fail(ctx, err, "deduct stock")
+		_, err = o.fail(ctx, err, "deduct stock")
+		return false, err
 	}
 	if !o.v1 {
 		o.compensations = append(o.compensations, restore)
@@ -229,15 +280,11 @@ func (o *order) run(ctx workflow.Context, in OrderInput) (OrderState, error) {
 	// FinishOrder, CreateOrder's compensation, runs in every unhappy ending
 	// (see end), so it needs no entry in the list.
 	if err := workflow.ExecuteLocalActivity(fctx, createOrder, o.ref).Get(ctx, nil); err != nil {
-		return o.fail(ctx, err, "create order")
+		_, err = o.fail(ctx, err, "create order")
+		return false, err
 	}
 	o.set(ctx, domain.StatusAwaitingPayment, "")
-
-	o.awaitDecision(ctx, timeout)
-	if o.decided == domain.StatusPaid {
-		return o.pay(ctx)
-	}
-	return o.end(ctx, o.decided, o.reason)
+	return true, nil
 }
 
 // handleUpdates registers pay and cancel. Their validators refuse, without
@@ -342,15 +389,25 @@ func (o *order) pay(ctx workflow.Context) (OrderState, error) {
 	return o.state, nil
 }
 
-// set records a new status: query state, search attribute, memo, buyer.
-func (o *order) set(ctx workflow.Context, status domain.Status, reason string) {
+// record records a new status in the workflow: the query's state and the
+// OrderStatus search attribute (one visibility update, shared with
+// anything else upserted in the same workflow task).
+func (o *order) record(ctx workflow.Context, status domain.Status, reason string) {
 	o.state = OrderState{Status: status, Reason: reason}
-	logger := workflow.GetLogger(ctx)
 	if err := workflow.UpsertTypedSearchAttributes(ctx, OrderStatusKey.ValueSet(string(status))); err != nil {
-		logger.Warn("upsert search attribute", "err", err)
+		workflow.GetLogger(ctx).Warn("upsert search attribute", "err", err)
 	}
-	if err := workflow.UpsertMemo(ctx, map[string]any{"summary": Summary(o.ref, status)}); err != nil {
-		logger.Warn("upsert memo", "err", err)
+}
+
+// set records a new status and tells the buyer; workflows started before
+// VersionLeanSaga also upsert the memo with it.
+func (o *order) set(ctx workflow.Context, status domain.Status, reason string) {
+	o.record(ctx, status, reason)
+	logger := workflow.GetLogger(ctx)
+	if !o.lean {
+		if err := workflow.UpsertMemo(ctx, map[string]any{"summary": Summary(o.ref, status)}); err != nil {
+			logger.Warn("upsert memo", "err", err)
+		}
 	}
 	nctx := workflow.WithLocalActivityOptions(ctx, notifyOptions)
 	in := activities.NotifyInput{Ref: o.ref, Status: status, Reason: reason}

@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/seckill/seckill/activities"
 	"github.com/seckill/seckill/domain"
@@ -71,14 +72,20 @@ func newEnv(t *testing.T, fail map[string]step) (*testsuite.TestWorkflowEnvironm
 		}
 		return ok
 	}
-	for _, name := range []string{"DeductStock", "RestoreStock", "CreateOrder", "MarkPaid", "ReleaseReservation"} {
-		name := name
+	for _, name := range []string{"PlaceOrder", "DeductStock", "RestoreStock", "CreateOrder", "MarkPaid", "ReleaseReservation"} {
 		env.OnActivity(name, mock.Anything, mock.Anything).Return(func(ctx context.Context, ref domain.OrderRef) error {
 			s.record(name)
 			if ref != testRef {
 				return errors.New("wrong order ref")
 			}
-			return behaviour(name)(ctx)
+			err := behaviour(name)(ctx)
+			if err == nil && name == "PlaceOrder" {
+				// The real PlaceOrder tells the buyer itself.
+				s.mu.Lock()
+				s.notified = append(s.notified, domain.StatusAwaitingPayment)
+				s.mu.Unlock()
+			}
+			return err
 		})
 	}
 	env.OnActivity("FinishOrder", mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.FinishInput) (domain.Status, error) {
@@ -152,7 +159,7 @@ func TestOrderPaid(t *testing.T) {
 	if st.Status != domain.StatusPaid {
 		t.Fatalf("status = %s, want PAID", st.Status)
 	}
-	equal(t, "calls", s.calls, []string{"DeductStock", "CreateOrder", "MarkPaid"})
+	equal(t, "calls", s.calls, []string{"PlaceOrder", "MarkPaid"})
 	equal(t, "notified", s.notified, []domain.Status{domain.StatusAwaitingPayment, domain.StatusPaid})
 }
 
@@ -168,43 +175,43 @@ func TestOrderUnhappyEndings(t *testing.T) {
 	}{
 		{
 			name:     "deduct stock fails",
-			fail:     map[string]step{"DeductStock": nonRetryable(activities.ErrTypeOutOfStock)},
+			fail:     map[string]step{"PlaceOrder": nonRetryable(activities.ErrTypeOutOfStock)},
 			want:     domain.StatusFailed,
-			calls:    []string{"DeductStock", "FinishOrder", "RestoreStock", "ReleaseReservation"},
+			calls:    []string{"PlaceOrder", "FinishOrder", "RestoreStock", "ReleaseReservation"},
 			notified: []domain.Status{domain.StatusFailed},
 		},
 		{
 			name:     "sale cancelled before the deduction",
-			fail:     map[string]step{"DeductStock": nonRetryable(activities.ErrTypeSaleCancelled)},
+			fail:     map[string]step{"PlaceOrder": nonRetryable(activities.ErrTypeSaleCancelled)},
 			want:     domain.StatusCancelled,
-			calls:    []string{"DeductStock", "FinishOrder", "RestoreStock", "ReleaseReservation"},
+			calls:    []string{"PlaceOrder", "FinishOrder", "RestoreStock", "ReleaseReservation"},
 			notified: []domain.Status{domain.StatusCancelled},
 		},
 		{
 			name:     "create order fails",
-			fail:     map[string]step{"CreateOrder": nonRetryable(activities.ErrTypeInvalidOrder)},
+			fail:     map[string]step{"PlaceOrder": nonRetryable(activities.ErrTypeInvalidOrder)},
 			want:     domain.StatusFailed,
-			calls:    []string{"DeductStock", "CreateOrder", "FinishOrder", "RestoreStock", "ReleaseReservation"},
+			calls:    []string{"PlaceOrder", "FinishOrder", "RestoreStock", "ReleaseReservation"},
 			notified: []domain.Status{domain.StatusFailed},
 		},
 		{
 			name:     "payment timeout",
 			want:     domain.StatusExpired,
-			calls:    []string{"DeductStock", "CreateOrder", "FinishOrder", "RestoreStock", "ReleaseReservation"},
+			calls:    []string{"PlaceOrder", "FinishOrder", "RestoreStock", "ReleaseReservation"},
 			notified: []domain.Status{domain.StatusAwaitingPayment, domain.StatusExpired},
 		},
 		{
 			name:     "buyer cancels",
 			update:   UpdateCancel,
 			want:     domain.StatusCancelled,
-			calls:    []string{"DeductStock", "CreateOrder", "FinishOrder", "RestoreStock", "ReleaseReservation"},
+			calls:    []string{"PlaceOrder", "FinishOrder", "RestoreStock", "ReleaseReservation"},
 			notified: []domain.Status{domain.StatusAwaitingPayment, domain.StatusCancelled},
 		},
 		{
 			name:     "workflow cancelled",
 			cancel:   true,
 			want:     domain.StatusCancelled,
-			calls:    []string{"DeductStock", "CreateOrder", "FinishOrder", "RestoreStock", "ReleaseReservation"},
+			calls:    []string{"PlaceOrder", "FinishOrder", "RestoreStock", "ReleaseReservation"},
 			notified: []domain.Status{domain.StatusAwaitingPayment, domain.StatusCancelled},
 		},
 	}
@@ -274,7 +281,7 @@ func TestCompensationRetriesUntilItSucceeds(t *testing.T) {
 
 func TestInfrastructureErrorsAreRetried(t *testing.T) {
 	failures := 0
-	env, s := newEnv(t, map[string]step{"DeductStock": func(context.Context) error {
+	env, s := newEnv(t, map[string]step{"PlaceOrder": func(context.Context) error {
 		if failures < 3 {
 			failures++
 			return errors.New("connection refused")
@@ -286,8 +293,8 @@ func TestInfrastructureErrorsAreRetried(t *testing.T) {
 	if st.Status != domain.StatusPaid {
 		t.Fatalf("status = %s (%s), want PAID", st.Status, st.Reason)
 	}
-	if n := s.ran("DeductStock"); n != 4 {
-		t.Fatalf("DeductStock ran %d times, want 4", n)
+	if n := s.ran("PlaceOrder"); n != 4 {
+		t.Fatalf("PlaceOrder ran %d times, want 4", n)
 	}
 	if n := s.ran("RestoreStock"); n != 0 {
 		t.Fatalf("RestoreStock ran %d times on a paid order", n)
@@ -300,4 +307,18 @@ func TestNotifyFailureDoesNotFailTheOrder(t *testing.T) {
 	if st := run(t, env, OrderInput{Order: testRef}); st.Status != domain.StatusPaid {
 		t.Fatalf("status = %s, want PAID", st.Status)
 	}
+}
+
+// Workflows started before VersionLeanSaga keep their two forward steps,
+// their memo upserts and their Notify at AWAITING_PAYMENT (their recorded
+// histories replay in replay_test.go).
+func TestOrderBeforeLeanSaga(t *testing.T) {
+	env, s := newEnv(t, nil)
+	env.OnGetVersion(VersionUpdates, workflow.DefaultVersion, VersionLeanSaga).Return(workflow.Version(1))
+	env.RegisterDelayedCallback(func() { update(t, env, UpdatePay, wantState(t, domain.StatusPaid)) }, time.Minute)
+	if st := run(t, env, OrderInput{Order: testRef}); st.Status != domain.StatusPaid {
+		t.Fatalf("status = %s, want PAID", st.Status)
+	}
+	equal(t, "calls", s.calls, []string{"DeductStock", "CreateOrder", "MarkPaid"})
+	equal(t, "notified", s.notified, []domain.Status{domain.StatusAwaitingPayment, domain.StatusPaid})
 }

@@ -133,7 +133,7 @@ func TestPayAfterCancelIsRejected(t *testing.T) {
 func TestPayBeforeTheOrderIsPlacedIsRejected(t *testing.T) {
 	var env *testsuite.TestWorkflowEnvironment
 	var sent, answered bool
-	env, _ = newEnv(t, map[string]step{"CreateOrder": func(context.Context) error {
+	env, _ = newEnv(t, map[string]step{"PlaceOrder": func(context.Context) error {
 		if !sent {
 			// Fail once: the pay arrives while the retry waits.
 			sent = true
@@ -180,18 +180,18 @@ func TestEndingNeverCompensatesAPaidRow(t *testing.T) {
 	if st.Status != domain.StatusPaid {
 		t.Fatalf("status = %s, want PAID", st.Status)
 	}
-	equal(t, "calls", s.calls, []string{"DeductStock", "CreateOrder", "FinishOrder"})
+	equal(t, "calls", s.calls, []string{"PlaceOrder", "FinishOrder"})
 }
 
 // A deduction cancelled in flight may still commit, so its restore runs
-// in the ending even though DeductStock never reported success.
+// in the ending even though PlaceOrder never reported success.
 func TestCancelledDeductionIsStillRestored(t *testing.T) {
-	env, s := newEnv(t, map[string]step{"DeductStock": func(context.Context) error { return temporal.NewCanceledError() }})
+	env, s := newEnv(t, map[string]step{"PlaceOrder": func(context.Context) error { return temporal.NewCanceledError() }})
 	st := run(t, env, OrderInput{Order: testRef})
 	if st.Status != domain.StatusCancelled {
 		t.Fatalf("status = %s (%s), want CANCELLED", st.Status, st.Reason)
 	}
-	equal(t, "calls", s.calls, []string{"DeductStock", "FinishOrder", "RestoreStock", "ReleaseReservation"})
+	equal(t, "calls", s.calls, []string{"PlaceOrder", "FinishOrder", "RestoreStock", "ReleaseReservation"})
 }
 
 // Pay and cancel sent together: exactly one decides, the other is refused

@@ -46,7 +46,7 @@ import (
 )
 
 // fakes stands in for *activities.Activities: same method names and
-// signatures, no database, Redis or push. DeductStock fails for the order ids
+// signatures, no database, Redis or push. DeductStock and PlaceOrder fail for the order ids
 // in outOfStock the way the real one fails when the sale is sold out.
 type fakes struct {
 	mu         sync.Mutex
@@ -62,6 +62,17 @@ func (f *fakes) record(id int64, name string) {
 
 func (f *fakes) DeductStock(_ context.Context, ref domain.OrderRef) error {
 	f.record(ref.OrderID, "DeductStock")
+	f.mu.Lock()
+	oos := f.outOfStock[ref.OrderID]
+	f.mu.Unlock()
+	if oos {
+		return temporal.NewNonRetryableApplicationError("out of stock in database", activities.ErrTypeOutOfStock, nil)
+	}
+	return nil
+}
+
+func (f *fakes) PlaceOrder(_ context.Context, ref domain.OrderRef) error {
+	f.record(ref.OrderID, "PlaceOrder")
 	f.mu.Lock()
 	oos := f.outOfStock[ref.OrderID]
 	f.mu.Unlock()
@@ -236,7 +247,7 @@ func record(ctx context.Context, c client.Client, sc scenario, ref domain.OrderR
 		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
 		TypedSearchAttributes:                    workflows.SearchAttributes(ref, domain.StatusPending),
-		Memo:                                     map[string]any{"summary": workflows.Summary(ref, domain.StatusPending)},
+		Memo:                                     map[string]any{"summary": workflows.Summary(ref, "")},
 		EnableEagerStart:                         true,
 	}
 	run, err := c.ExecuteWorkflow(ctx, opts, workflows.OrderWorkflow, in)
