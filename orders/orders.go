@@ -43,7 +43,9 @@ type Order struct {
 // Config tunes the use cases.
 type Config struct {
 	// IPRate, UserRate and SaleRate bound purchases per second per client
-	// address, buyer and sale; 0 or negative: no limit.
+	// address, buyer and sale; 0 or negative: no limit. IPRate and UserRate
+	// are kept in Redis and hold across api instances; SaleRate is kept in
+	// each instance's memory, so a sale's budget is SaleRate per instance.
 	IPRate, UserRate, SaleRate int
 	// SoldOutTTL bounds how long the local sold-out flag of a sale is
 	// trusted without a restock event.
@@ -69,12 +71,14 @@ type Service struct {
 	cfg     Config
 	deps    Deps
 	limiter *redis_rate.Limiter
-	soldOut soldOutFlags
+	// saleLimits keeps the per-sale limit in this instance's memory.
+	saleLimits *saleLimits
+	soldOut    soldOutFlags
 }
 
 // New builds a Service.
 func New(cfg Config, deps Deps) *Service {
-	s := &Service{cfg: cfg, deps: deps, limiter: redis_rate.NewLimiter(deps.Stock.Client())}
+	s := &Service{cfg: cfg, deps: deps, limiter: redis_rate.NewLimiter(deps.Stock.Client()), saleLimits: newSaleLimits(cfg.SaleRate)}
 	s.soldOut.ttl = cfg.SoldOutTTL
 	return s
 }

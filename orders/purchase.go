@@ -69,8 +69,8 @@ func (s *Service) Purchase(ctx context.Context, req PurchaseRequest) (int64, err
 	if err := s.Allow(ctx, "user:"+userID, s.cfg.UserRate); err != nil {
 		return 0, err
 	}
-	if err := s.Allow(ctx, "sale:"+strconv.FormatInt(saleID, 10), s.cfg.SaleRate); err != nil {
-		return 0, err
+	if !s.saleLimits.allow(saleID) {
+		return 0, &RateLimitedError{RetryAfter: s.saleLimits.retryAfter()}
 	}
 	minted, err := s.mint()
 	if err != nil {
