@@ -45,9 +45,14 @@ type Options struct {
 	Websockets int
 	Signer     *auth.Signer
 
-	// Ceiling, if set, measures bare reserve.lua calls (RedisCeiling)
-	// before the sale.
+	// The limits, each measured before the sale if set (see Run).
+	// Ceiling measures bare reserve.lua calls (RedisCeiling).
 	Ceiling func(ctx context.Context, users, stock, concurrency int) (time.Duration, error)
+	// BareAPI starts the HTTP limit's bare handler (BareReserveAPI).
+	BareAPI func(ctx context.Context, units, concurrency int) (*BareAPI, error)
+	// NotMeasured says why a limit left nil above is not measured, by its
+	// JSON name ("http_limit"), for the report.
+	NotMeasured map[string]string
 
 	Progress io.Writer // progress bars; nil = none
 }
@@ -81,6 +86,11 @@ type Result struct {
 
 	CeilingSeconds  float64 `json:"redis_ceiling_seconds,omitempty"`
 	AdmissionVsCeil float64 `json:"admission_vs_ceiling,omitempty"`
+	// The HTTP limit, and admission's wall time and p99 as ratios to it.
+	HTTPLimit       *HTTPLimit        `json:"http_limit,omitempty"`
+	AdmissionVsHTTP float64           `json:"admission_vs_http_limit,omitempty"`
+	P99VsHTTP       float64           `json:"p99_vs_http_limit,omitempty"`
+	NotMeasured     map[string]string `json:"not_measured,omitempty"`
 
 	CreatedSeconds  float64  `json:"all_orders_created_seconds"`
 	OrdersPerSecond float64  `json:"saga_orders_per_second"`
@@ -130,7 +140,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	c := newTarget(o.Target, o.Concurrency)
 	r := &Result{Target: o.Target, Users: o.Users, Stock: o.Stock, Concurrency: o.Concurrency,
-		Cores: runtime.NumCPU(), LoadBefore: loadAverage(), Outcomes: map[string]int{}}
+		Cores: runtime.NumCPU(), LoadBefore: loadAverage(), Outcomes: map[string]int{}, NotMeasured: o.NotMeasured}
 	admin, err := o.Signer.Mint("bench-admin", auth.RoleAdmin, 2*time.Hour)
 	if err != nil {
 		return nil, err
@@ -154,7 +164,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	requests := o.requests()
 	r.Requests = len(requests)
-	if err := measureLimits(ctx, r, o); err != nil {
+	if err := measureLimits(ctx, r, o, tokens, requests); err != nil {
 		return nil, err
 	}
 
@@ -193,13 +203,20 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 // measureLimits measures the limits the run is compared with, on the quiet
 // system before the sale: measured after it, they would compete with the
 // sagas for the same cores.
-func measureLimits(ctx context.Context, r *Result, o Options) error {
+func measureLimits(ctx context.Context, r *Result, o Options, tokens []string, requests []int) error {
 	if o.Ceiling != nil {
 		d, err := o.Ceiling(ctx, o.Users, o.Stock, o.Concurrency)
 		if err != nil {
 			return fmt.Errorf("redis ceiling: %w", err)
 		}
 		r.CeilingSeconds = d.Seconds()
+	}
+	if o.BareAPI != nil {
+		l, err := measureHTTPLimit(ctx, o, tokens, requests)
+		if err != nil {
+			return fmt.Errorf("http limit: %w", err)
+		}
+		r.HTTPLimit = l
 	}
 	return nil
 }
@@ -214,6 +231,10 @@ func (r *Result) ratios() {
 		return a / b
 	}
 	r.AdmissionVsCeil = div(r.AdmissionSeconds, r.CeilingSeconds)
+	if r.HTTPLimit != nil {
+		r.AdmissionVsHTTP = div(r.AdmissionSeconds, r.HTTPLimit.Seconds)
+		r.P99VsHTTP = div(r.Latency.P99, r.HTTPLimit.Latency.P99)
+	}
 }
 
 func (o Options) validate() error {
@@ -325,7 +346,8 @@ type waveResult struct {
 }
 
 // wave fires the purchases: Concurrency buyers press "buy" in the order of
-// requests. It returns when the wave began.
+// requests. The admission and the HTTP limit both run it, so that the
+// client side costs the same in both. It returns when the wave began.
 func (c *target) wave(ctx context.Context, o Options, saleID string, tokens []string, requests []int, what string) (waveResult, time.Time, error) {
 	bar := newBar(o.Progress, len(requests), what)
 	var (

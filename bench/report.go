@@ -21,6 +21,18 @@ func (r *Result) Table() string {
 	fmt.Fprintf(&b, "seckill bench: %d buyers (%d requests) race for %d units, concurrency %d, %s\n",
 		r.Users, r.Requests, r.Stock, r.Concurrency, r.Target)
 	fmt.Fprintf(&b, "machine: %d cores, load average %s before, %s after\n\n", r.Cores, r.LoadBefore, r.LoadAfter)
+	b.WriteString("limits (measured before the sale, on the quiet system)\n")
+	if r.CeilingSeconds > 0 {
+		row("redis ceiling", "%.3f s for the same requests as bare reserve.lua calls", r.CeilingSeconds)
+	} else {
+		row("redis ceiling", "not measured (needs --redis-addr)")
+	}
+	if l := r.HTTPLimit; l != nil {
+		row("http limit", "%.3f s, %.0f requests/s: the same wave against a bare handler of one reserve.lua", l.Seconds, l.RequestsPerSec)
+		row("  latency p50/p95/p99/max", "%.1f / %.1f / %.1f / %.1f ms", l.Latency.P50, l.Latency.P95, l.Latency.P99, l.Latency.Max)
+	} else {
+		row("http limit", "not measured (%s)", r.NotMeasured["http_limit"])
+	}
 	b.WriteString("admission\n")
 	row("wall time", "%.3f s", r.AdmissionSeconds)
 	row("requests/s", "%.0f", r.RequestsPerSec)
@@ -35,9 +47,11 @@ func (r *Result) Table() string {
 		parts = append(parts, fmt.Sprintf("%s %d", c, r.Outcomes[c]))
 	}
 	row("outcomes", "%s", strings.Join(parts, ", "))
-	if r.CeilingSeconds > 0 {
-		row("redis ceiling", "%.3f s for the same requests as bare reserve.lua calls", r.CeilingSeconds)
+	if r.AdmissionVsCeil > 0 {
 		row("admission / ceiling", "%.2f×", r.AdmissionVsCeil)
+	}
+	if r.AdmissionVsHTTP > 0 {
+		row("admission / http limit", "%.2f× the wall time, %.2f× the p99", r.AdmissionVsHTTP, r.P99VsHTTP)
 	}
 	if !r.AdmissionOnly {
 		b.WriteString("saga\n")

@@ -25,9 +25,10 @@ type BenchCmd struct {
 	Wait        time.Duration `name:"wait" default:"15m" help:"How long to wait for every order's saga."`
 	Admission   bool          `name:"admission-only" help:"Stop after the purchases (overload experiments); the sagas are not awaited."`
 	Websockets  int           `name:"websockets" default:"0" help:"Hold this many idle buyer websockets open through the run and report what they cost the api's memory."`
-	RedisAddr   string        `name:"redis-addr" env:"REDIS_ADDR" help:"The system's Redis, to measure the bare reserve.lua ceiling on it (optional)."`
-	CeilingDB   int           `name:"ceiling-db" default:"15" help:"Redis database for the ceiling's scratch sale."`
-	JSON        bool          `name:"json" help:"Print the result as one JSON object."`
+	RedisAddr   string        `name:"redis-addr" env:"REDIS_ADDR" help:"The system's Redis, to measure the bare reserve.lua ceiling and the HTTP limit on it (optional)."`
+	CeilingDB   int           `name:"ceiling-db" default:"15" help:"Redis database for the scratch sales of the ceiling and the HTTP limit."`
+
+	JSON bool `name:"json" help:"Print the result as one JSON object."`
 }
 
 func (c *BenchCmd) Run(ctx context.Context) error {
@@ -38,7 +39,7 @@ func (c *BenchCmd) Run(ctx context.Context) error {
 	opts := bench.Options{
 		Target: c.Target, Users: c.Users, Stock: c.Stock, Concurrency: c.Concurrency,
 		DupRate: c.DupRate, Pay: c.Pay, Cancel: c.Cancel, StartDelay: c.StartDelay, Wait: c.Wait, AdmissionOnly: c.Admission, Websockets: c.Websockets,
-		Signer: signer, Progress: os.Stderr,
+		Signer: signer, Progress: os.Stderr, NotMeasured: map[string]string{},
 	}
 	if c.RedisAddr != "" {
 		ro, err := redisOptions(c.RedisAddr)
@@ -46,6 +47,9 @@ func (c *BenchCmd) Run(ctx context.Context) error {
 			return err
 		}
 		opts.Ceiling = bench.RedisCeiling(ro, c.CeilingDB)
+		opts.BareAPI = bench.BareReserveAPI(ro, c.CeilingDB)
+	} else {
+		opts.NotMeasured["http_limit"] = "needs --redis-addr"
 	}
 	r, err := bench.Run(ctx, opts)
 	if err != nil {
