@@ -50,8 +50,11 @@ type Options struct {
 	Ceiling func(ctx context.Context, users, stock, concurrency int) (time.Duration, error)
 	// BareAPI starts the HTTP limit's bare handler (BareReserveAPI).
 	BareAPI func(ctx context.Context, units, concurrency int) (*BareAPI, error)
+	// Engine measures the Temporal engine's ceiling (TemporalEngine); run
+	// names this run, for its task queue and workflow ids.
+	Engine func(ctx context.Context, run string) (EngineCeiling, error)
 	// NotMeasured says why a limit left nil above is not measured, by its
-	// JSON name ("http_limit"), for the report.
+	// JSON name ("http_limit", "engine_ceiling"), for the report.
 	NotMeasured map[string]string
 
 	Progress io.Writer // progress bars; nil = none
@@ -87,10 +90,13 @@ type Result struct {
 	CeilingSeconds  float64 `json:"redis_ceiling_seconds,omitempty"`
 	AdmissionVsCeil float64 `json:"admission_vs_ceiling,omitempty"`
 	// The HTTP limit, and admission's wall time and p99 as ratios to it.
-	HTTPLimit       *HTTPLimit        `json:"http_limit,omitempty"`
-	AdmissionVsHTTP float64           `json:"admission_vs_http_limit,omitempty"`
-	P99VsHTTP       float64           `json:"p99_vs_http_limit,omitempty"`
-	NotMeasured     map[string]string `json:"not_measured,omitempty"`
+	HTTPLimit       *HTTPLimit `json:"http_limit,omitempty"`
+	AdmissionVsHTTP float64    `json:"admission_vs_http_limit,omitempty"`
+	P99VsHTTP       float64    `json:"p99_vs_http_limit,omitempty"`
+	// The Temporal engine's ceiling, and the saga's rate as a ratio to it.
+	Engine       *EngineCeiling    `json:"engine_ceiling,omitempty"`
+	SagaVsEngine float64           `json:"saga_vs_engine,omitempty"`
+	NotMeasured  map[string]string `json:"not_measured,omitempty"`
 
 	CreatedSeconds  float64  `json:"all_orders_created_seconds"`
 	OrdersPerSecond float64  `json:"saga_orders_per_second"`
@@ -164,7 +170,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	requests := o.requests()
 	r.Requests = len(requests)
-	if err := measureLimits(ctx, r, o, tokens, requests); err != nil {
+	if err := measureLimits(ctx, r, o, run, tokens, requests); err != nil {
 		return nil, err
 	}
 
@@ -202,8 +208,16 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 
 // measureLimits measures the limits the run is compared with, on the quiet
 // system before the sale: measured after it, they would compete with the
-// sagas for the same cores.
-func measureLimits(ctx context.Context, r *Result, o Options, tokens []string, requests []int) error {
+// sagas for the same cores. The engine goes first: its no-op workflows
+// leave the server work (visibility) that is waited out before the rest.
+func measureLimits(ctx context.Context, r *Result, o Options, run string, tokens []string, requests []int) error {
+	if o.Engine != nil {
+		e, err := o.Engine(ctx, run)
+		if err != nil {
+			return fmt.Errorf("temporal engine ceiling: %w", err)
+		}
+		r.Engine = &e
+	}
 	if o.Ceiling != nil {
 		d, err := o.Ceiling(ctx, o.Users, o.Stock, o.Concurrency)
 		if err != nil {
@@ -234,6 +248,9 @@ func (r *Result) ratios() {
 	if r.HTTPLimit != nil {
 		r.AdmissionVsHTTP = div(r.AdmissionSeconds, r.HTTPLimit.Seconds)
 		r.P99VsHTTP = div(r.Latency.P99, r.HTTPLimit.Latency.P99)
+	}
+	if r.Engine != nil && !r.AdmissionOnly {
+		r.SagaVsEngine = div(r.OrdersPerSecond, r.Engine.WorkflowsPerSec)
 	}
 }
 

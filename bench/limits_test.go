@@ -27,25 +27,36 @@ func TestRatios(t *testing.T) {
 			AdmissionSeconds: 3, Latency: Latency{P99: 60}, OrdersPerSecond: 40,
 			CeilingSeconds: 0.5,
 			HTTPLimit:      &HTTPLimit{Seconds: 1.5, Latency: Latency{P99: 20}},
+			Engine:         &EngineCeiling{WorkflowsPerSec: 80},
 		}, want: func(r *Result) error {
 			switch {
-			case !near(r.AdmissionVsCeil, 6), !near(r.AdmissionVsHTTP, 2), !near(r.P99VsHTTP, 3):
-				return fmt.Errorf("ratios %v %v %v, want 6 2 3", r.AdmissionVsCeil, r.AdmissionVsHTTP, r.P99VsHTTP)
+			case !near(r.AdmissionVsCeil, 6), !near(r.AdmissionVsHTTP, 2), !near(r.P99VsHTTP, 3), !near(r.SagaVsEngine, 0.5):
+				return fmt.Errorf("ratios %v %v %v %v, want 6 2 3 0.5", r.AdmissionVsCeil, r.AdmissionVsHTTP, r.P99VsHTTP, r.SagaVsEngine)
 			}
 			return nil
 		}},
 		{name: "nothing measured", r: Result{Requests: 10, AdmissionSeconds: 1, OrdersPerSecond: 5, AllCreated: true},
 			want: func(r *Result) error {
-				if r.AdmissionVsCeil != 0 || r.AdmissionVsHTTP != 0 || r.P99VsHTTP != 0 {
+				if r.AdmissionVsCeil != 0 || r.AdmissionVsHTTP != 0 || r.P99VsHTTP != 0 || r.SagaVsEngine != 0 {
 					return fmt.Errorf("ratios without limits: %+v", r)
 				}
 				return nil
 			}},
+		{name: "admission only: no saga ratio", r: Result{
+			Requests: 100, Accepted: 50, AdmissionOnly: true, AdmissionSeconds: 2,
+			Engine: &EngineCeiling{WorkflowsPerSec: 80},
+		}, want: func(r *Result) error {
+			if r.SagaVsEngine != 0 {
+				return fmt.Errorf("saga vs engine %v", r.SagaVsEngine)
+			}
+			return nil
+		}},
 		{name: "a limit measured as zero is no ratio", r: Result{AdmissionSeconds: 2, Latency: Latency{P99: 10},
-			HTTPLimit: &HTTPLimit{}},
+			HTTPLimit: &HTTPLimit{}, Engine: &EngineCeiling{}, OrdersPerSecond: 3},
 			want: func(r *Result) error {
-				if r.AdmissionVsHTTP != 0 || r.P99VsHTTP != 0 || math.IsInf(r.AdmissionVsHTTP, 0) {
-					return fmt.Errorf("ratios over zero: %v %v", r.AdmissionVsHTTP, r.P99VsHTTP)
+				if r.AdmissionVsHTTP != 0 || r.P99VsHTTP != 0 || r.SagaVsEngine != 0 ||
+					math.IsInf(r.AdmissionVsHTTP, 0) || math.IsNaN(r.SagaVsEngine) {
+					return fmt.Errorf("ratios over zero: %v %v %v", r.AdmissionVsHTTP, r.P99VsHTTP, r.SagaVsEngine)
 				}
 				return nil
 			}},
@@ -89,5 +100,23 @@ func TestBareAPIAnswersLikeTheAPI(t *testing.T) {
 	tg := newTarget(api.URL, 1)
 	if code, _ := tg.purchase(ctx, api.SaleID, "token-of-carol"); code != wire.CodeSoldOut {
 		t.Fatalf("purchase answered %s, want SOLD_OUT", code)
+	}
+}
+
+// The engine ceiling on a real Temporal dev server: every no-op workflow
+// completes, started eagerly as the relay's are.
+func TestTemporalEngine(t *testing.T) {
+	tp := testenv.StartTemporal(t)
+	const n = 40
+	e, err := TemporalEngine(Engine{Address: tp.Address(), Namespace: "default", Workflows: n})(context.Background(), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("engine ceiling: %+v", e)
+	if e.Workflows != n || e.Seconds <= 0 || e.WorkflowsPerSec <= 0 {
+		t.Fatalf("engine ceiling %+v", e)
+	}
+	if e.EagerStarts == 0 {
+		t.Fatalf("no start was eager: %+v", e)
 	}
 }

@@ -33,6 +33,11 @@ func (r *Result) Table() string {
 	} else {
 		row("http limit", "not measured (%s)", r.NotMeasured["http_limit"])
 	}
+	if e := r.Engine; e != nil {
+		row("temporal engine", "%.1f workflows/s: %d no-op workflows in %.2f s, %d started eagerly", e.WorkflowsPerSec, e.Workflows, e.Seconds, e.EagerStarts)
+	} else {
+		row("temporal engine", "not measured (%s)", r.NotMeasured["engine_ceiling"])
+	}
 	b.WriteString("admission\n")
 	row("wall time", "%.3f s", r.AdmissionSeconds)
 	row("requests/s", "%.0f", r.RequestsPerSec)
@@ -57,6 +62,9 @@ func (r *Result) Table() string {
 		b.WriteString("saga\n")
 		row("all orders created", "%.1f s after the first purchase (%v)", r.CreatedSeconds, r.AllCreated)
 		row("orders/s through the saga", "%.1f", r.OrdersPerSecond)
+		if r.SagaVsEngine > 0 {
+			row("saga / engine", "%.2f× the no-op workflows' rate", r.SagaVsEngine)
+		}
 		if r.Paid+r.Cancelled > 0 {
 			row("paid / cancelled", "%d / %d, settled in %.1f s", r.Paid, r.Cancelled, r.EndSeconds)
 		}

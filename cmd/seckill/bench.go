@@ -28,6 +28,10 @@ type BenchCmd struct {
 	RedisAddr   string        `name:"redis-addr" env:"REDIS_ADDR" help:"The system's Redis, to measure the bare reserve.lua ceiling and the HTTP limit on it (optional)."`
 	CeilingDB   int           `name:"ceiling-db" default:"15" help:"Redis database for the scratch sales of the ceiling and the HTTP limit."`
 
+	TemporalAddress   string `name:"temporal-address" env:"TEMPORAL_ADDRESS" help:"The system's Temporal frontend host:port, to measure the engine's ceiling on it with no-op workflows (optional)."`
+	TemporalNamespace string `name:"temporal-namespace" env:"TEMPORAL_NAMESPACE" default:"default" help:"Temporal namespace of the engine ceiling's workflows."`
+	EngineWorkflows   int    `name:"engine-workflows" default:"1000" help:"No-op workflows of the engine ceiling (0 = not measured)."`
+
 	JSON bool `name:"json" help:"Print the result as one JSON object."`
 }
 
@@ -50,6 +54,14 @@ func (c *BenchCmd) Run(ctx context.Context) error {
 		opts.BareAPI = bench.BareReserveAPI(ro, c.CeilingDB)
 	} else {
 		opts.NotMeasured["http_limit"] = "needs --redis-addr"
+	}
+	switch {
+	case c.EngineWorkflows <= 0:
+		opts.NotMeasured["engine_ceiling"] = "--engine-workflows 0"
+	case c.TemporalAddress == "":
+		opts.NotMeasured["engine_ceiling"] = "needs --temporal-address"
+	default:
+		opts.Engine = bench.TemporalEngine(bench.Engine{Address: c.TemporalAddress, Namespace: c.TemporalNamespace, Workflows: c.EngineWorkflows})
 	}
 	r, err := bench.Run(ctx, opts)
 	if err != nil {
