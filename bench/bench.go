@@ -56,6 +56,9 @@ type Options struct {
 	// NotMeasured says why a limit left nil above is not measured, by its
 	// JSON name ("http_limit", "engine_ceiling"), for the report.
 	NotMeasured map[string]string
+	// CPU, if set, samples the CPU of the system's components and of the
+	// bench at the phase boundaries.
+	CPU *CPUMeter
 
 	Progress io.Writer // progress bars; nil = none
 }
@@ -97,6 +100,7 @@ type Result struct {
 	Engine       *EngineCeiling    `json:"engine_ceiling,omitempty"`
 	SagaVsEngine float64           `json:"saga_vs_engine,omitempty"`
 	NotMeasured  map[string]string `json:"not_measured,omitempty"`
+	CPU          *CPU              `json:"cpu,omitempty"`
 
 	CreatedSeconds  float64  `json:"all_orders_created_seconds"`
 	OrdersPerSecond float64  `json:"saga_orders_per_second"`
@@ -186,15 +190,29 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 
+	// CPU is sampled at the phase boundaries: just before the first
+	// purchase, at the end of the wave, and when every order is created.
+	var cpuStart, cpuWave cpuSample
+	if o.CPU != nil {
+		r.CPU = &CPU{Sources: o.CPU.Sources(), Unavailable: map[string]string{}}
+		cpuStart = o.CPU.sample(ctx)
+	}
 	accepted, begin, err := c.admit(ctx, r, o, sale.ID, tokens, requests)
 	if err != nil {
 		return nil, err
+	}
+	if o.CPU != nil {
+		cpuWave = o.CPU.sample(ctx)
+		r.CPU.Admission = phase(cpuStart, cpuWave, r.CPU.Unavailable)
 	}
 	// Overload experiments stop here; the sagas are still running.
 	r.AdmissionOnly = o.AdmissionOnly
 	if !o.AdmissionOnly {
 		deadline := time.Now().Add(o.Wait)
 		c.awaitCreated(ctx, r, o, sale.ID, admin, begin, deadline)
+		if o.CPU != nil {
+			r.CPU.Saga = phase(cpuWave, o.CPU.sample(ctx), r.CPU.Unavailable)
+		}
 		c.payAndCancel(ctx, r, o, sale.ID, admin, accepted, deadline)
 	}
 	if r.Stats, err = c.stats(ctx, sale.ID, admin); err != nil {
@@ -235,8 +253,8 @@ func measureLimits(ctx context.Context, r *Result, o Options, run string, tokens
 	return nil
 }
 
-// ratios relates the run to the limits measured in it; a ratio with a
-// side not measured is left 0.
+// ratios relates the run to the limits measured in it, and its CPU to
+// the work done; a ratio with a side not measured is left 0.
 func (r *Result) ratios() {
 	div := func(a, b float64) float64 {
 		if a <= 0 || b <= 0 {
@@ -251,6 +269,18 @@ func (r *Result) ratios() {
 	}
 	if r.Engine != nil && !r.AdmissionOnly {
 		r.SagaVsEngine = div(r.OrdersPerSecond, r.Engine.WorkflowsPerSec)
+	}
+	if r.CPU == nil {
+		return
+	}
+	if a := r.CPU.Admission; a != nil {
+		r.CPU.AdmissionMsPerRequest = 1000 * div(a.SystemSeconds, float64(r.Requests))
+		r.CPU.LoadGeneratorMsPerRequest = 1000 * div(a.LoadGeneratorSeconds, float64(r.Requests))
+	}
+	// Per order only when every order was created: otherwise the CPU
+	// was spent on orders not all counted.
+	if s := r.CPU.Saga; s != nil && r.AllCreated {
+		r.CPU.SagaMsPerOrder = 1000 * div(s.SystemSeconds, float64(r.Accepted))
 	}
 }
 

@@ -28,10 +28,14 @@ func TestRatios(t *testing.T) {
 			CeilingSeconds: 0.5,
 			HTTPLimit:      &HTTPLimit{Seconds: 1.5, Latency: Latency{P99: 20}},
 			Engine:         &EngineCeiling{WorkflowsPerSec: 80},
+			CPU: &CPU{Admission: &CPUPhase{SystemSeconds: 3, LoadGeneratorSeconds: 1.2},
+				Saga: &CPUPhase{SystemSeconds: 100}},
 		}, want: func(r *Result) error {
 			switch {
 			case !near(r.AdmissionVsCeil, 6), !near(r.AdmissionVsHTTP, 2), !near(r.P99VsHTTP, 3), !near(r.SagaVsEngine, 0.5):
 				return fmt.Errorf("ratios %v %v %v %v, want 6 2 3 0.5", r.AdmissionVsCeil, r.AdmissionVsHTTP, r.P99VsHTTP, r.SagaVsEngine)
+			case !near(r.CPU.AdmissionMsPerRequest, 0.5), !near(r.CPU.LoadGeneratorMsPerRequest, 0.2), !near(r.CPU.SagaMsPerOrder, 25):
+				return fmt.Errorf("cpu %+v, want 0.5 ms a request, 0.2 for the load generator, 25 ms an order", r.CPU)
 			}
 			return nil
 		}},
@@ -42,12 +46,22 @@ func TestRatios(t *testing.T) {
 				}
 				return nil
 			}},
-		{name: "admission only: no saga ratio", r: Result{
+		{name: "admission only: no saga ratio, no saga cpu", r: Result{
 			Requests: 100, Accepted: 50, AdmissionOnly: true, AdmissionSeconds: 2,
 			Engine: &EngineCeiling{WorkflowsPerSec: 80},
+			CPU:    &CPU{Admission: &CPUPhase{SystemSeconds: 1}},
 		}, want: func(r *Result) error {
-			if r.SagaVsEngine != 0 {
-				return fmt.Errorf("saga vs engine %v", r.SagaVsEngine)
+			if r.SagaVsEngine != 0 || r.CPU.SagaMsPerOrder != 0 || !near(r.CPU.AdmissionMsPerRequest, 10) {
+				return fmt.Errorf("saga vs engine %v, saga ms %v, admission ms %v", r.SagaVsEngine, r.CPU.SagaMsPerOrder, r.CPU.AdmissionMsPerRequest)
+			}
+			return nil
+		}},
+		{name: "not every order created: no cpu per order", r: Result{
+			Requests: 100, Accepted: 50, AdmissionSeconds: 2, OrdersPerSecond: 10,
+			CPU: &CPU{Admission: &CPUPhase{SystemSeconds: 1}, Saga: &CPUPhase{SystemSeconds: 9}},
+		}, want: func(r *Result) error {
+			if r.CPU.SagaMsPerOrder != 0 {
+				return fmt.Errorf("saga ms per order %v with orders missing", r.CPU.SagaMsPerOrder)
 			}
 			return nil
 		}},

@@ -69,6 +69,13 @@ func (r *Result) Table() string {
 			row("paid / cancelled", "%d / %d, settled in %.1f s", r.Paid, r.Cancelled, r.EndSeconds)
 		}
 	}
+	if r.CPU != nil {
+		orders := 0
+		if r.AllCreated {
+			orders = r.Accepted
+		}
+		r.CPU.table(&b, row, r.Requests, orders)
+	}
 	b.WriteString("api memory (resident, from /metrics)\n")
 	row("start / peak", "%.0f / %.0f MiB", r.APIMemory.StartMiB, r.APIMemory.PeakMiB)
 	if r.APIMemory.Websockets > 0 {
@@ -91,4 +98,64 @@ func (r *Result) Table() string {
 		}
 	}
 	return b.String()
+}
+
+// table renders the CPU section: per component, the seconds of each phase
+// and the milliseconds per request of the wave (admission) or per order
+// (saga; orders 0 when not every order was created).
+func (c *CPU) table(b *strings.Builder, row func(k, f string, a ...any), requests, orders int) {
+	b.WriteString("cpu (seconds in each phase; ms per request in admission, per order in the saga)\n")
+	cell := func(p *CPUPhase, v float64, ok bool, per int) string {
+		switch {
+		case p == nil:
+			return "–"
+		case !ok:
+			return "not read"
+		case per > 0:
+			return fmt.Sprintf("%.2f s (%.3f ms)", v, 1000*v/float64(per))
+		}
+		return fmt.Sprintf("%.2f s", v)
+	}
+	line := func(k, source string, v func(p *CPUPhase) (float64, bool)) {
+		var a, s float64
+		var okA, okS bool
+		if c.Admission != nil {
+			a, okA = v(c.Admission)
+		}
+		if c.Saga != nil {
+			s, okS = v(c.Saga)
+		}
+		row(k, "%-24s %-24s %s", cell(c.Admission, a, okA, requests), cell(c.Saga, s, okS, orders), source)
+	}
+	row("", "%-24s %-24s %s", "admission", "saga", "source")
+	names := make([]string, 0, len(c.Sources))
+	for n := range c.Sources {
+		if n != LoadGenerator {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		line(n, c.Sources[n], func(p *CPUPhase) (float64, bool) {
+			v, ok := p.Components[n]
+			return v, ok
+		})
+	}
+	line("system", "the sum", func(p *CPUPhase) (float64, bool) { return p.SystemSeconds, true })
+	line("load generator (bench)", c.Sources[LoadGenerator], func(p *CPUPhase) (float64, bool) { return p.LoadGeneratorSeconds, true })
+	busy := func(p *CPUPhase) string {
+		if p == nil || p.WallSeconds <= 0 {
+			return "–"
+		}
+		return fmt.Sprintf("%.2f over %.1f s", p.SystemSeconds/p.WallSeconds, p.WallSeconds)
+	}
+	row("system cores busy", "%-24s %s", busy(c.Admission), busy(c.Saga))
+	names = names[:0]
+	for n := range c.Unavailable {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		row("not read: "+n, "%s", c.Unavailable[n])
+	}
 }

@@ -8,6 +8,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/seckill/seckill/bench"
 )
 
@@ -32,7 +34,8 @@ type BenchCmd struct {
 	TemporalNamespace string `name:"temporal-namespace" env:"TEMPORAL_NAMESPACE" default:"default" help:"Temporal namespace of the engine ceiling's workflows."`
 	EngineWorkflows   int    `name:"engine-workflows" default:"1000" help:"No-op workflows of the engine ceiling (0 = not measured)."`
 
-	JSON bool `name:"json" help:"Print the result as one JSON object."`
+	CPU  []string `name:"cpu" sep:"none" placeholder:"NAME=SOURCE" help:"A component whose CPU to sample, repeatable; SOURCE is an http(s) /metrics URL, redis, pid:N or comm:NAME. Default: api=<target>/metrics, redis (with --redis-addr) and postgres=comm:postgres (if running here)."`
+	JSON bool     `name:"json" help:"Print the result as one JSON object."`
 }
 
 func (c *BenchCmd) Run(ctx context.Context) error {
@@ -45,9 +48,9 @@ func (c *BenchCmd) Run(ctx context.Context) error {
 		DupRate: c.DupRate, Pay: c.Pay, Cancel: c.Cancel, StartDelay: c.StartDelay, Wait: c.Wait, AdmissionOnly: c.Admission, Websockets: c.Websockets,
 		Signer: signer, Progress: os.Stderr, NotMeasured: map[string]string{},
 	}
+	var ro *redis.Options
 	if c.RedisAddr != "" {
-		ro, err := redisOptions(c.RedisAddr)
-		if err != nil {
+		if ro, err = redisOptions(c.RedisAddr); err != nil {
 			return err
 		}
 		opts.Ceiling = bench.RedisCeiling(ro, c.CeilingDB)
@@ -63,6 +66,16 @@ func (c *BenchCmd) Run(ctx context.Context) error {
 	default:
 		opts.Engine = bench.TemporalEngine(bench.Engine{Address: c.TemporalAddress, Namespace: c.TemporalNamespace, Workflows: c.EngineWorkflows})
 	}
+	sources := bench.DefaultCPUSources(c.Target, ro != nil)
+	if len(c.CPU) > 0 {
+		if sources, err = bench.ParseCPUSources(c.CPU); err != nil {
+			return err
+		}
+	}
+	if opts.CPU, err = bench.NewCPUMeter(sources, ro); err != nil {
+		return err
+	}
+	defer opts.CPU.Close()
 	r, err := bench.Run(ctx, opts)
 	if err != nil {
 		return err
