@@ -38,6 +38,9 @@ type Engine struct {
 	Address   string // Temporal frontend host:port
 	Namespace string
 	Workflows int
+	// Wait bounds the measurement, from the dial to the last workflow
+	// listed as completed. Zero: no bound but the caller's context.
+	Wait time.Duration
 }
 
 // engineParallel is the relay's default number of workflow starts in
@@ -60,6 +63,11 @@ func benchNoop(workflow.Context) error { return nil }
 // flight: as `seckill dev`'s relay starts orders.
 func TemporalEngine(e Engine) func(ctx context.Context, run string) (EngineCeiling, error) {
 	return func(ctx context.Context, run string) (EngineCeiling, error) {
+		if e.Wait > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, e.Wait)
+			defer cancel()
+		}
 		var res EngineCeiling
 		// A workflow is complete when the server has accepted the
 		// completion of its (only) workflow task; eager starts are those

@@ -24,7 +24,7 @@ type BenchCmd struct {
 	Pay         float64       `name:"pay" default:"0" help:"Fraction of accepted orders to pay."`
 	Cancel      float64       `name:"cancel" default:"0" help:"Fraction of accepted orders to cancel."`
 	StartDelay  time.Duration `name:"start-delay" default:"3s" help:"The sale opens this long after it is created."`
-	Wait        time.Duration `name:"wait" default:"15m" help:"How long to wait for every order's saga."`
+	Wait        time.Duration `name:"wait" default:"15m" help:"How long to wait for every order's saga, and for the engine ceiling's workflows."`
 	Admission   bool          `name:"admission-only" help:"Stop after the purchases (overload experiments); the sagas are not awaited."`
 	Websockets  int           `name:"websockets" default:"0" help:"Hold this many idle buyer websockets open through the run and report what they cost the api's memory."`
 	RedisAddr   string        `name:"redis-addr" env:"REDIS_ADDR" help:"The system's Redis, to measure the bare reserve.lua ceiling and the HTTP limit on it (optional)."`
@@ -64,7 +64,7 @@ func (c *BenchCmd) Run(ctx context.Context) error {
 	case c.TemporalAddress == "":
 		opts.NotMeasured["engine_ceiling"] = "needs --temporal-address"
 	default:
-		opts.Engine = bench.TemporalEngine(bench.Engine{Address: c.TemporalAddress, Namespace: c.TemporalNamespace, Workflows: c.EngineWorkflows})
+		opts.Engine = bench.TemporalEngine(bench.Engine{Address: c.TemporalAddress, Namespace: c.TemporalNamespace, Workflows: c.EngineWorkflows, Wait: c.Wait})
 	}
 	sources := bench.DefaultCPUSources(c.Target, ro != nil)
 	if len(c.CPU) > 0 {
