@@ -25,7 +25,8 @@ type EngineCeiling struct {
 	Seconds         float64 `json:"seconds"`
 	WorkflowsPerSec float64 `json:"workflows_per_second"`
 	// EagerStarts is how many starts came back with their first workflow
-	// task, as the relay's do in `seckill dev`.
+	// task. A start is eager only if the worker has a free workflow task
+	// slot then; the others go through the task queue, as the relay's can.
 	EagerStarts int `json:"eager_starts"`
 	// SettledSeconds is how long after the last completion the server's
 	// visibility listed every workflow as completed: the engine's backlog,
