@@ -44,8 +44,22 @@ type Options struct {
 	// first buyers') before the sale and holds them through the run.
 	Websockets int
 	Signer     *auth.Signer
-	// CeilingRedis, if set, measures bare reserve.lua on this Redis.
-	Ceiling  func(ctx context.Context, users, stock, concurrency int) (time.Duration, error)
+
+	// The limits, each measured before the sale if set (see Run).
+	// Ceiling measures bare reserve.lua calls (RedisCeiling).
+	Ceiling func(ctx context.Context, users, stock, concurrency int) (time.Duration, error)
+	// BareAPI starts the HTTP limit's bare handler (BareReserveAPI).
+	BareAPI func(ctx context.Context, units, concurrency int) (*BareAPI, error)
+	// Engine measures the Temporal engine's ceiling (TemporalEngine); run
+	// names this run, for its task queue and workflow ids.
+	Engine func(ctx context.Context, run string) (EngineCeiling, error)
+	// NotMeasured says why a limit left nil above is not measured, by its
+	// JSON name ("http_limit", "engine_ceiling"), for the report.
+	NotMeasured map[string]string
+	// CPU, if set, samples the CPU of the system's components and of the
+	// bench at the phase boundaries.
+	CPU *CPUMeter
+
 	Progress io.Writer // progress bars; nil = none
 }
 
@@ -76,8 +90,18 @@ type Result struct {
 	Outcomes         map[string]int `json:"outcomes"`
 	Accepted         int            `json:"accepted"`
 
-	CeilingSeconds  float64  `json:"redis_ceiling_seconds,omitempty"`
-	AdmissionVsCeil float64  `json:"admission_vs_ceiling,omitempty"`
+	CeilingSeconds  float64 `json:"redis_ceiling_seconds,omitempty"`
+	AdmissionVsCeil float64 `json:"admission_vs_ceiling,omitempty"`
+	// The HTTP limit, and admission's wall time and p99 as ratios to it.
+	HTTPLimit       *HTTPLimit `json:"http_limit,omitempty"`
+	AdmissionVsHTTP float64    `json:"admission_vs_http_limit,omitempty"`
+	P99VsHTTP       float64    `json:"p99_vs_http_limit,omitempty"`
+	// The Temporal engine's ceiling, and the saga's rate as a ratio to it.
+	Engine       *EngineCeiling    `json:"engine_ceiling,omitempty"`
+	SagaVsEngine float64           `json:"saga_vs_engine,omitempty"`
+	NotMeasured  map[string]string `json:"not_measured,omitempty"`
+	CPU          *CPU              `json:"cpu,omitempty"`
+
 	CreatedSeconds  float64  `json:"all_orders_created_seconds"`
 	OrdersPerSecond float64  `json:"saga_orders_per_second"`
 	AllCreated      bool     `json:"all_orders_created"`
@@ -118,19 +142,15 @@ func (s Stats) drift() []string {
 }
 
 // Run runs the experiment: it prepares the buyers and the sale, measures
-// the ceiling on the quiet system, runs the admission wave, then (unless
+// the limits on the quiet system, runs the admission wave, then (unless
 // AdmissionOnly) follows the sagas to their end, and checks the result.
 func Run(ctx context.Context, o Options) (*Result, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	hc := &http.Client{
-		Timeout:   30 * time.Second,
-		Transport: &http.Transport{MaxIdleConns: o.Concurrency * 2, MaxIdleConnsPerHost: o.Concurrency * 2, IdleConnTimeout: time.Minute},
-	}
-	c := &target{base: strings.TrimRight(o.Target, "/"), http: hc, api: client.New(o.Target, "", hc)}
+	c := newTarget(o.Target, o.Concurrency)
 	r := &Result{Target: o.Target, Users: o.Users, Stock: o.Stock, Concurrency: o.Concurrency,
-		Cores: runtime.NumCPU(), LoadBefore: loadAverage(), Outcomes: map[string]int{}}
+		Cores: runtime.NumCPU(), LoadBefore: loadAverage(), Outcomes: map[string]int{}, NotMeasured: o.NotMeasured}
 	admin, err := o.Signer.Mint("bench-admin", auth.RoleAdmin, 2*time.Hour)
 	if err != nil {
 		return nil, err
@@ -152,14 +172,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 		defer closeSockets()
 	}
-	// The ceiling is measured on the quiet system, before the sale: after
-	// it, the sagas would be competing for the same cores.
-	if o.Ceiling != nil {
-		d, err := o.Ceiling(ctx, o.Users, o.Stock, o.Concurrency)
-		if err != nil {
-			return nil, fmt.Errorf("redis ceiling: %w", err)
-		}
-		r.CeilingSeconds = d.Seconds()
+	requests := o.requests()
+	r.Requests = len(requests)
+	if err := measureLimits(ctx, r, o, run, tokens, requests); err != nil {
+		return nil, err
 	}
 
 	starts := time.Now().Add(o.StartDelay).Truncate(time.Millisecond)
@@ -170,27 +186,102 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, fmt.Errorf("create sale: %w", err)
 	}
 	r.SaleID = sale.ID
-	requests := o.requests()
-	r.Requests = len(requests)
 	if err := waitUntil(ctx, starts); err != nil {
 		return nil, err
 	}
 
+	// CPU is sampled at the phase boundaries: just before the first
+	// purchase, at the end of the wave, and when every order is created.
+	var cpuStart, cpuWave cpuSample
+	if o.CPU != nil {
+		r.CPU = &CPU{Sources: o.CPU.Sources(), Unavailable: map[string]string{}}
+		cpuStart = o.CPU.sample(ctx)
+	}
 	accepted, begin, err := c.admit(ctx, r, o, sale.ID, tokens, requests)
 	if err != nil {
 		return nil, err
 	}
+	if o.CPU != nil {
+		cpuWave = o.CPU.sample(ctx)
+		r.CPU.Admission = phase(cpuStart, cpuWave, r.CPU.Unavailable)
+	}
 	// Overload experiments stop here; the sagas are still running.
 	r.AdmissionOnly = o.AdmissionOnly
 	if !o.AdmissionOnly {
-		c.awaitSagas(ctx, r, o, sale.ID, admin, accepted, begin)
+		deadline := time.Now().Add(o.Wait)
+		c.awaitCreated(ctx, r, o, sale.ID, admin, begin, deadline)
+		if o.CPU != nil {
+			r.CPU.Saga = phase(cpuWave, o.CPU.sample(ctx), r.CPU.Unavailable)
+		}
+		c.payAndCancel(ctx, r, o, sale.ID, admin, accepted, deadline)
 	}
 	if r.Stats, err = c.stats(ctx, sale.ID, admin); err != nil {
 		return nil, fmt.Errorf("final stats: %w", err)
 	}
+	r.ratios()
 	r.check()
 	r.LoadAfter = loadAverage()
 	return r, nil
+}
+
+// measureLimits measures the limits the run is compared with, on the quiet
+// system before the sale: measured after it, they would compete with the
+// sagas for the same cores. The engine goes first: its no-op workflows
+// leave the server work (visibility) that is waited out before the rest.
+func measureLimits(ctx context.Context, r *Result, o Options, run string, tokens []string, requests []int) error {
+	if o.Engine != nil {
+		e, err := o.Engine(ctx, run)
+		if err != nil {
+			return fmt.Errorf("temporal engine ceiling: %w", err)
+		}
+		r.Engine = &e
+	}
+	if o.Ceiling != nil {
+		d, err := o.Ceiling(ctx, o.Users, o.Stock, o.Concurrency)
+		if err != nil {
+			return fmt.Errorf("redis ceiling: %w", err)
+		}
+		r.CeilingSeconds = d.Seconds()
+	}
+	if o.BareAPI != nil {
+		l, err := measureHTTPLimit(ctx, o, tokens, requests)
+		if err != nil {
+			return fmt.Errorf("http limit: %w", err)
+		}
+		r.HTTPLimit = l
+	}
+	return nil
+}
+
+// ratios relates the run to the limits measured in it, and its CPU to
+// the work done; a ratio with a side not measured is left 0.
+func (r *Result) ratios() {
+	div := func(a, b float64) float64 {
+		if a <= 0 || b <= 0 {
+			return 0
+		}
+		return a / b
+	}
+	r.AdmissionVsCeil = div(r.AdmissionSeconds, r.CeilingSeconds)
+	if r.HTTPLimit != nil {
+		r.AdmissionVsHTTP = div(r.AdmissionSeconds, r.HTTPLimit.Seconds)
+		r.P99VsHTTP = div(r.Latency.P99, r.HTTPLimit.Latency.P99)
+	}
+	if r.Engine != nil && !r.AdmissionOnly {
+		r.SagaVsEngine = div(r.OrdersPerSecond, r.Engine.WorkflowsPerSec)
+	}
+	if r.CPU == nil {
+		return
+	}
+	if a := r.CPU.Admission; a != nil {
+		r.CPU.AdmissionMsPerRequest = 1000 * div(a.SystemSeconds, float64(r.Requests))
+		r.CPU.LoadGeneratorMsPerRequest = 1000 * div(a.LoadGeneratorSeconds, float64(r.Requests))
+	}
+	// Per order only when every order was created: otherwise the CPU
+	// was spent on orders not all counted.
+	if s := r.CPU.Saga; s != nil && r.AllCreated {
+		r.CPU.SagaMsPerOrder = 1000 * div(s.SystemSeconds, float64(r.Accepted))
+	}
 }
 
 func (o Options) validate() error {
@@ -277,20 +368,42 @@ func waitUntil(ctx context.Context, t time.Time) error {
 	}
 }
 
-// admit runs the admission wave: Concurrency buyers press "buy" in the
-// order of requests. It returns the accepted orders (order id → token) and
-// when the wave began.
+// admit runs the admission wave against the system and records it. It
+// returns the accepted orders (order id → token) and when the wave began.
 func (c *target) admit(ctx context.Context, r *Result, o Options, saleID string, tokens []string, requests []int) (map[string]string, time.Time, error) {
-	bar := newBar(o.Progress, len(requests), "admission")
+	w, begin, err := c.wave(ctx, o, saleID, tokens, requests, "admission")
+	r.AdmissionStart = begin
+	if err != nil {
+		return nil, begin, err
+	}
+	r.AdmissionSeconds = w.seconds
+	r.Outcomes = w.outcomes
+	r.Accepted = len(w.accepted)
+	r.RequestsPerSec = float64(len(requests)) / r.AdmissionSeconds
+	r.Latency = summarize(w.latencies)
+	return w.accepted, begin, nil
+}
+
+// waveResult is what one admission wave saw.
+type waveResult struct {
+	seconds   float64
+	latencies []time.Duration
+	outcomes  map[string]int
+	accepted  map[string]string // order id -> token
+}
+
+// wave fires the purchases: Concurrency buyers press "buy" in the order of
+// requests. The admission and the HTTP limit both run it, so that the
+// client side costs the same in both. It returns when the wave began.
+func (c *target) wave(ctx context.Context, o Options, saleID string, tokens []string, requests []int, what string) (waveResult, time.Time, error) {
+	bar := newBar(o.Progress, len(requests), what)
 	var (
-		next      atomic.Int64
-		mu        sync.Mutex
-		latencies = make([]time.Duration, 0, len(requests))
-		accepted  = map[string]string{} // order id -> token
-		wg        sync.WaitGroup
+		next atomic.Int64
+		mu   sync.Mutex
+		wg   sync.WaitGroup
+		w    = waveResult{latencies: make([]time.Duration, 0, len(requests)), outcomes: map[string]int{}, accepted: map[string]string{}}
 	)
 	begin := time.Now()
-	r.AdmissionStart = begin
 	for range o.Concurrency {
 		wg.Go(func() {
 			for {
@@ -303,10 +416,10 @@ func (c *target) admit(ctx context.Context, r *Result, o Options, saleID string,
 				code, orderID := c.purchase(ctx, saleID, tok)
 				d := time.Since(t0)
 				mu.Lock()
-				latencies = append(latencies, d)
-				r.Outcomes[code]++
+				w.latencies = append(w.latencies, d)
+				w.outcomes[code]++
 				if orderID != "" && code == "ACCEPTED" {
-					accepted[orderID] = tok
+					w.accepted[orderID] = tok
 				}
 				mu.Unlock()
 				bar.add()
@@ -314,27 +427,15 @@ func (c *target) admit(ctx context.Context, r *Result, o Options, saleID string,
 		})
 	}
 	wg.Wait()
-	r.AdmissionSeconds = time.Since(begin).Seconds()
+	w.seconds = time.Since(begin).Seconds()
 	bar.finish()
-	if err := ctx.Err(); err != nil {
-		return nil, begin, err
-	}
-	r.Accepted = len(accepted)
-	r.RequestsPerSec = float64(len(requests)) / r.AdmissionSeconds
-	r.Latency = summarize(latencies)
-	if r.CeilingSeconds > 0 {
-		r.AdmissionVsCeil = r.AdmissionSeconds / r.CeilingSeconds
-	}
-	return accepted, begin, nil
+	return w, begin, ctx.Err()
 }
 
-// awaitSagas follows the stats until every accepted order is at
-// AWAITING_PAYMENT, then pays and cancels the asked fractions and waits for
-// the sale to settle, within o.Wait.
-func (c *target) awaitSagas(ctx context.Context, r *Result, o Options, saleID, admin string, accepted map[string]string, begin time.Time) {
-	// The sagas: every accepted order reaches AWAITING_PAYMENT.
+// awaitCreated follows the stats until every accepted order is at
+// AWAITING_PAYMENT, or until deadline.
+func (c *target) awaitCreated(ctx context.Context, r *Result, o Options, saleID, admin string, begin, deadline time.Time) {
 	bar := newBar(o.Progress, r.Accepted, "orders created")
-	deadline := time.Now().Add(o.Wait)
 	for {
 		st, err := c.stats(ctx, saleID, admin)
 		if err == nil {
@@ -355,23 +456,28 @@ func (c *target) awaitSagas(ctx context.Context, r *Result, o Options, saleID, a
 	if r.CreatedSeconds > 0 {
 		r.OrdersPerSecond = float64(r.Accepted) / r.CreatedSeconds
 	}
+}
 
-	// Pay and cancel fractions, driving the sagas to their ends.
-	if o.Pay > 0 || o.Cancel > 0 {
-		ends := time.Now()
-		r.Paid, r.Cancelled = c.settle(ctx, accepted, o, newBar(o.Progress, int(float64(r.Accepted)*(o.Pay+o.Cancel)), "pay/cancel"))
-		for time.Now().Before(deadline) && ctx.Err() == nil {
-			st, err := c.stats(ctx, saleID, admin)
-			// A cancelled order's row changes before its unit returns
-			// (FinishOrder → RestoreStock → ReleaseReservation), so the
-			// counts alone are not the end: wait for the stock to settle too.
-			if err == nil && st.Orders["PAID"] == r.Paid && st.Orders["CANCELLED"] == r.Cancelled && len(st.drift()) == 0 {
-				break
-			}
-			time.Sleep(250 * time.Millisecond)
-		}
-		r.EndSeconds = time.Since(ends).Seconds()
+// payAndCancel pays and cancels the asked fractions of the accepted
+// orders, driving their sagas to their ends, and waits for the sale to
+// settle, until deadline.
+func (c *target) payAndCancel(ctx context.Context, r *Result, o Options, saleID, admin string, accepted map[string]string, deadline time.Time) {
+	if o.Pay <= 0 && o.Cancel <= 0 {
+		return
 	}
+	ends := time.Now()
+	r.Paid, r.Cancelled = c.settle(ctx, accepted, o, newBar(o.Progress, int(float64(r.Accepted)*(o.Pay+o.Cancel)), "pay/cancel"))
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		st, err := c.stats(ctx, saleID, admin)
+		// A cancelled order's row changes before its unit returns
+		// (FinishOrder → RestoreStock → ReleaseReservation), so the
+		// counts alone are not the end: wait for the stock to settle too.
+		if err == nil && st.Orders["PAID"] == r.Paid && st.Orders["CANCELLED"] == r.Cancelled && len(st.drift()) == 0 {
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	r.EndSeconds = time.Since(ends).Seconds()
 }
 
 // check applies the invariants visible through the stats endpoint.
@@ -433,6 +539,16 @@ type target struct {
 	base string
 	http *http.Client
 	api  *client.Client // anonymous: WithToken for each buyer
+}
+
+// newTarget returns a client of the api at base with connections enough
+// for concurrency requests in flight.
+func newTarget(base string, concurrency int) *target {
+	hc := &http.Client{
+		Timeout:   30 * time.Second,
+		Transport: &http.Transport{MaxIdleConns: concurrency * 2, MaxIdleConnsPerHost: concurrency * 2, IdleConnTimeout: time.Minute},
+	}
+	return &target{base: strings.TrimRight(base, "/"), http: hc, api: client.New(base, "", hc)}
 }
 
 // purchase buys one unit and names the outcome: ACCEPTED, an error code,

@@ -21,6 +21,23 @@ func (r *Result) Table() string {
 	fmt.Fprintf(&b, "seckill bench: %d buyers (%d requests) race for %d units, concurrency %d, %s\n",
 		r.Users, r.Requests, r.Stock, r.Concurrency, r.Target)
 	fmt.Fprintf(&b, "machine: %d cores, load average %s before, %s after\n\n", r.Cores, r.LoadBefore, r.LoadAfter)
+	b.WriteString("limits (measured before the sale, on the quiet system)\n")
+	if r.CeilingSeconds > 0 {
+		row("redis ceiling", "%.3f s for the same requests as bare reserve.lua calls", r.CeilingSeconds)
+	} else {
+		row("redis ceiling", "not measured (needs --redis-addr)")
+	}
+	if l := r.HTTPLimit; l != nil {
+		row("http limit", "%.3f s, %.0f requests/s: the same wave against a bare handler of one reserve.lua", l.Seconds, l.RequestsPerSec)
+		row("  latency p50/p95/p99/max", "%.1f / %.1f / %.1f / %.1f ms", l.Latency.P50, l.Latency.P95, l.Latency.P99, l.Latency.Max)
+	} else {
+		row("http limit", "not measured (%s)", r.NotMeasured["http_limit"])
+	}
+	if e := r.Engine; e != nil {
+		row("temporal engine", "%.1f workflows/s: %d no-op workflows in %.2f s, %d started eagerly", e.WorkflowsPerSec, e.Workflows, e.Seconds, e.EagerStarts)
+	} else {
+		row("temporal engine", "not measured (%s)", r.NotMeasured["engine_ceiling"])
+	}
 	b.WriteString("admission\n")
 	row("wall time", "%.3f s", r.AdmissionSeconds)
 	row("requests/s", "%.0f", r.RequestsPerSec)
@@ -35,17 +52,29 @@ func (r *Result) Table() string {
 		parts = append(parts, fmt.Sprintf("%s %d", c, r.Outcomes[c]))
 	}
 	row("outcomes", "%s", strings.Join(parts, ", "))
-	if r.CeilingSeconds > 0 {
-		row("redis ceiling", "%.3f s for the same requests as bare reserve.lua calls", r.CeilingSeconds)
+	if r.AdmissionVsCeil > 0 {
 		row("admission / ceiling", "%.2f×", r.AdmissionVsCeil)
+	}
+	if r.AdmissionVsHTTP > 0 {
+		row("admission / http limit", "%.2f× the wall time, %.2f× the p99", r.AdmissionVsHTTP, r.P99VsHTTP)
 	}
 	if !r.AdmissionOnly {
 		b.WriteString("saga\n")
 		row("all orders created", "%.1f s after the first purchase (%v)", r.CreatedSeconds, r.AllCreated)
 		row("orders/s through the saga", "%.1f", r.OrdersPerSecond)
+		if r.SagaVsEngine > 0 {
+			row("saga / engine", "%.2f× the no-op workflows' rate", r.SagaVsEngine)
+		}
 		if r.Paid+r.Cancelled > 0 {
 			row("paid / cancelled", "%d / %d, settled in %.1f s", r.Paid, r.Cancelled, r.EndSeconds)
 		}
+	}
+	if r.CPU != nil {
+		orders := 0
+		if r.AllCreated {
+			orders = r.Accepted
+		}
+		r.CPU.table(&b, row, r.Requests, orders)
 	}
 	b.WriteString("api memory (resident, from /metrics)\n")
 	row("start / peak", "%.0f / %.0f MiB", r.APIMemory.StartMiB, r.APIMemory.PeakMiB)
@@ -69,4 +98,64 @@ func (r *Result) Table() string {
 		}
 	}
 	return b.String()
+}
+
+// table renders the CPU section: per component, the seconds of each phase
+// and the milliseconds per request of the wave (admission) or per order
+// (saga; orders 0 when not every order was created).
+func (c *CPU) table(b *strings.Builder, row func(k, f string, a ...any), requests, orders int) {
+	b.WriteString("cpu (seconds in each phase; ms per request in admission, per order in the saga)\n")
+	cell := func(p *CPUPhase, v float64, ok bool, per int) string {
+		switch {
+		case p == nil:
+			return "–"
+		case !ok:
+			return "not read"
+		case per > 0:
+			return fmt.Sprintf("%.2f s (%.3f ms)", v, 1000*v/float64(per))
+		}
+		return fmt.Sprintf("%.2f s", v)
+	}
+	line := func(k, source string, v func(p *CPUPhase) (float64, bool)) {
+		var a, s float64
+		var okA, okS bool
+		if c.Admission != nil {
+			a, okA = v(c.Admission)
+		}
+		if c.Saga != nil {
+			s, okS = v(c.Saga)
+		}
+		row(k, "%-24s %-24s %s", cell(c.Admission, a, okA, requests), cell(c.Saga, s, okS, orders), source)
+	}
+	row("", "%-24s %-24s %s", "admission", "saga", "source")
+	names := make([]string, 0, len(c.Sources))
+	for n := range c.Sources {
+		if n != LoadGenerator {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		line(n, c.Sources[n], func(p *CPUPhase) (float64, bool) {
+			v, ok := p.Components[n]
+			return v, ok
+		})
+	}
+	line("system", "the sum", func(p *CPUPhase) (float64, bool) { return p.SystemSeconds, true })
+	line("load generator (bench)", c.Sources[LoadGenerator], func(p *CPUPhase) (float64, bool) { return p.LoadGeneratorSeconds, true })
+	busy := func(p *CPUPhase) string {
+		if p == nil || p.WallSeconds <= 0 {
+			return "–"
+		}
+		return fmt.Sprintf("%.2f over %.1f s", p.SystemSeconds/p.WallSeconds, p.WallSeconds)
+	}
+	row("system cores busy", "%-24s %s", busy(c.Admission), busy(c.Saga))
+	names = names[:0]
+	for n := range c.Unavailable {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		row("not read: "+n, "%s", c.Unavailable[n])
+	}
 }

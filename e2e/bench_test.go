@@ -98,6 +98,78 @@ func TestSmallBench(t *testing.T) {
 	}
 }
 
+// A small sale through `seckill bench` against `seckill dev` on real
+// Postgres and Redis, with the limits and the CPU measured in the same run:
+// the JSON carries each, with sane values. The figures are logged, never
+// judged: this machine is shared.
+func TestBenchMeasuresLimitsAndCPU(t *testing.T) {
+	_, db := testenv.Redis(t)
+	_, scratch := testenv.Redis(t) // the scratch sales of the ceiling and the HTTP limit
+	redisURL := testenv.RedisURL(testenv.RedisAddr(t), db)
+	port := testenv.FreePort(t)
+	api := fmt.Sprintf("http://127.0.0.1:%d", port)
+	dev := run(t, "dev", []string{"SECKILL_JWT_SECRET=" + secret, "DATABASE_URL=" + testenv.DatabaseURL(t), "REDIS_ADDR=" + redisURL},
+		"dev", "--memory", "--seed-stock=0", "--http-addr", fmt.Sprintf("127.0.0.1:%d", port), "--temporal-port=0", "--ui-port=-1")
+	waitReady(t, api+"/readyz", 60*time.Second)
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if !strings.Contains(dev.Stdout(), "Temporal ") {
+			return fmt.Errorf("dev has not printed its addresses yet")
+		}
+		return nil
+	})
+	temporalAddr := regexp.MustCompile(`Temporal\s+(\d\S+)`).FindStringSubmatch(dev.Stdout())[1]
+
+	const buyers, units, workflows = 300, 100, 50
+	cmd := exec.Command(testenv.Binary(t), "bench", "--target", api, "--users", fmt.Sprint(buyers), "--stock", fmt.Sprint(units),
+		"--start-delay", "1s", "--wait", "5m", "--redis-addr", redisURL, "--ceiling-db", fmt.Sprint(scratch),
+		"--temporal-address", temporalAddr, "--engine-workflows", fmt.Sprint(workflows), "--json")
+	cmd.Env = append(cmd.Environ(), "SECKILL_JWT_SECRET="+secret)
+	out, err := cmd.Output()
+	var r bench.Result
+	if jerr := json.Unmarshal(out, &r); jerr != nil || err != nil || !r.InvariantsOK || !r.AllCreated {
+		t.Fatalf("bench: %v / %v %v\n%s", err, jerr, r.Violations, out)
+	}
+
+	l, e := r.HTTPLimit, r.Engine
+	if l == nil || e == nil {
+		t.Fatalf("http_limit %+v, engine_ceiling %+v, not measured: %v", l, e, r.NotMeasured)
+	}
+	if l.Seconds <= 0 || l.RequestsPerSec <= 0 || l.Latency.P50 <= 0 || l.Latency.P99 < l.Latency.P50 ||
+		l.Outcomes["ACCEPTED"] != units || l.Outcomes["ACCEPTED"]+l.Outcomes["SOLD_OUT"] != r.Requests {
+		t.Errorf("http_limit %+v for %d requests, %d units", l, r.Requests, units)
+	}
+	if r.AdmissionVsHTTP <= 0 || r.P99VsHTTP <= 0 || r.AdmissionVsCeil <= 0 {
+		t.Errorf("admission / http limit %v, p99 / http limit %v, admission / ceiling %v", r.AdmissionVsHTTP, r.P99VsHTTP, r.AdmissionVsCeil)
+	}
+	if e.Workflows != workflows || e.Seconds <= 0 || e.WorkflowsPerSec <= 0 || e.EagerStarts <= 0 || r.SagaVsEngine <= 0 {
+		t.Errorf("engine_ceiling %+v, saga / engine %v", e, r.SagaVsEngine)
+	}
+
+	c := r.CPU
+	if c == nil || c.Admission == nil || c.Saga == nil {
+		t.Fatalf("cpu %+v", c)
+	}
+	for _, name := range []string{"api", "redis", bench.LoadGenerator} {
+		if c.Sources[name] == "" {
+			t.Errorf("cpu sources %v: no %s", c.Sources, name)
+		}
+	}
+	for phase, p := range map[string]*bench.CPUPhase{"admission": c.Admission, "saga": c.Saga} {
+		if p.WallSeconds <= 0 || p.Components["api"] <= 0 || p.Components["redis"] <= 0 || p.SystemSeconds < p.Components["api"]+p.Components["redis"] {
+			t.Errorf("cpu.%s %+v", phase, p)
+		}
+	}
+	if c.Admission.LoadGeneratorSeconds <= 0 || c.AdmissionMsPerRequest <= 0 || c.SagaMsPerOrder <= 0 || c.LoadGeneratorMsPerRequest <= 0 {
+		t.Errorf("cpu %+v", c)
+	}
+	if len(c.Unavailable) > 0 {
+		t.Errorf("cpu sources not read: %v", c.Unavailable)
+	}
+	t.Logf("http limit %.2fs (admission %.2f× its wall time, %.2f× its p99); engine %.1f workflows/s (%d eager; saga %.2f× it); cpu %.3f ms a request, %.2f ms an order (load generator %.3f ms a request); admission %+v; saga %+v",
+		l.Seconds, r.AdmissionVsHTTP, r.P99VsHTTP, e.WorkflowsPerSec, e.EagerStarts, r.SagaVsEngine,
+		c.AdmissionMsPerRequest, c.SagaMsPerOrder, c.LoadGeneratorMsPerRequest, *c.Admission, *c.Saga)
+}
+
 // metric returns the value of one series in a Prometheus text exposition.
 func metric(t *testing.T, text, series string) float64 {
 	t.Helper()
