@@ -15,9 +15,9 @@ import (
 
 // admissionServer serves a warm sale of units: admission never waits for
 // Temporal, so it is not needed here.
-func admissionServer(b *testing.B, units int) (*httptest.Server, string, *auth.Signer) {
+func admissionServer(b *testing.B, units int, cfg api.Config) (*httptest.Server, string, *auth.Signer) {
 	b.Helper()
-	srv, db, signer := admissionOnly(b, api.Config{UserRate: -1, SaleRate: -1})
+	srv, db, signer := admissionOnly(b, cfg)
 	sale, err := db.CreateSale(b.Context(), store.NewSale{Name: "bench", PriceCents: 1, Stock: units,
 		StartsAt: time.Now().Add(-time.Minute), EndsAt: time.Now().Add(time.Hour)})
 	if err != nil {
@@ -31,8 +31,8 @@ func admissionServer(b *testing.B, units int) (*httptest.Server, string, *auth.S
 	return hs, fmt.Sprint(sale.ID), signer
 }
 
-func benchmarkPurchase(b *testing.B, units int) {
-	hs, sale, signer := admissionServer(b, units)
+func benchmarkPurchase(b *testing.B, units int, cfg api.Config) {
+	hs, sale, signer := admissionServer(b, units, cfg)
 	tokens := make([]string, b.N)
 	for i := range tokens {
 		tokens[i], _ = signer.Mint(fmt.Sprint("buyer-", i), auth.RoleBuyer, time.Hour)
@@ -58,8 +58,17 @@ func benchmarkPurchase(b *testing.B, units int) {
 }
 
 // BenchmarkPurchaseAccepted: every request wins a unit (202).
-func BenchmarkPurchaseAccepted(b *testing.B) { benchmarkPurchase(b, 1<<30) }
+func BenchmarkPurchaseAccepted(b *testing.B) {
+	benchmarkPurchase(b, 1<<30, api.Config{UserRate: -1, SaleRate: -1})
+}
+
+// BenchmarkPurchaseAcceptedDefaultLimits: the same with the per-buyer and
+// per-sale limits at their defaults, as `seckill serve` runs: what the
+// limits cost a purchase.
+func BenchmarkPurchaseAcceptedDefaultLimits(b *testing.B) { benchmarkPurchase(b, 1<<30, api.Config{}) }
 
 // BenchmarkPurchaseSoldOut: the sale is sold out (409 from the local flag
 // after the first answer), the bulk of a flash sale's traffic.
-func BenchmarkPurchaseSoldOut(b *testing.B) { benchmarkPurchase(b, 1) }
+func BenchmarkPurchaseSoldOut(b *testing.B) {
+	benchmarkPurchase(b, 1, api.Config{UserRate: -1, SaleRate: -1})
+}
