@@ -127,3 +127,23 @@ func FuzzVerify(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkVerify is what a purchase pays to check its bearer token (HS256
+// and the claims): the figure behind not caching verified tokens
+// (docs/performance.md, "Levers").
+func BenchmarkVerify(b *testing.B) {
+	s, err := NewSigner(strings.Repeat("k", MinSecretBytes))
+	if err != nil {
+		b.Fatal(err)
+	}
+	tok, err := s.Mint("buyer-1", RoleBuyer, time.Hour)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := s.Verify(tok); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
