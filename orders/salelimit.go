@@ -12,7 +12,7 @@ import (
 // the limit guards Redis against a flood on one sale, and checking it in
 // Redis cost every purchase a round trip of its own (docs/performance.md,
 // "Levers"). With several api instances the sale's budget is the sum of
-// theirs (docs/design.md §5.3).
+// theirs (docs/design.md §3.10).
 type saleLimits struct {
 	mu sync.Mutex
 	// perSecond is the budget of one sale; 0 or less: no limit.

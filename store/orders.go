@@ -38,7 +38,7 @@ func (s *Store) DeductStock(ctx context.Context, ref domain.OrderRef) error {
 }
 
 // PlaceOrder is DeductStock and CreateOrder in one transaction, the first
-// step of the lean saga (workflows.VersionLeanSaga, docs/design.md §4.1):
+// step of the lean saga (workflows.VersionLeanSaga, docs/design.md §4.2):
 // one commit per order instead of two. Either both land or neither does, so
 // a retry after a commit finds the deduction and reports success, and a
 // refusal leaves nothing to undo (the saga's RestoreStock then writes its
