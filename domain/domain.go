@@ -119,6 +119,21 @@ type Event struct {
 	Status  Status    `json:"status"`
 	Reason  string    `json:"reason,omitempty"`
 	At      time.Time `json:"at"`
+	// QueuePosition and ETASeconds are a PENDING order's Place, when it
+	// is known; 0 (omitted) otherwise.
+	QueuePosition int64 `json:"queue_position,omitempty"`
+	ETASeconds    int64 `json:"eta_seconds,omitempty"`
+}
+
+// Place is where a PENDING order stands in its sale's line: the admitted
+// orders of the sale whose workflow has not started (docs/design.md §3.11).
+type Place struct {
+	// Position is 1 for the next order to start, and counts the order
+	// itself.
+	Position int64
+	// ETASeconds estimates the wait from the line's recent departure
+	// rate, rounded up; 0 when there is no rate to go by.
+	ETASeconds int64
 }
 
 // NewEvent builds the event for an order reaching status.

@@ -10,6 +10,8 @@
 -- KEYS[4] intents stream of admitted orders, read by the relay
 -- KEYS[5] idem    hash  user id -> Idempotency-Key of the request that won
 -- KEYS[6] version incremented on every change of the sale's admission state
+-- KEYS[7] line    sorted set of the orders in the intent stream, scored by
+--                 the version of their admission; unused by lookup.lua
 -- ARGV[1] user id
 -- ARGV[2] order id minted by the caller (a decimal string: Lua numbers are
 --         doubles and would round a 64-bit id); unused by lookup.lua

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/stock"
 )
 
@@ -50,4 +51,32 @@ func BenchmarkReserveSoldOut(b *testing.B) {
 			_, _ = st.Reserve(ctx, 2, "late", 1, "")
 		}
 	})
+}
+
+// BenchmarkLinePlaces is one Places call for 1,000 orders waiting in one
+// sale's line: what a hub's refresh tick costs with 1,000 waiting buyers
+// connected.
+func BenchmarkLinePlaces(b *testing.B) {
+	rdb, _ := testenvRedis(b)
+	st := newStockOn(rdb)
+	ctx := context.Background()
+	if _, err := st.Warm(ctx, stock.Sale{ID: 3, Remaining: 1 << 20,
+		StartsAt: time.Now().Add(-time.Minute), EndsAt: time.Now().Add(time.Hour)}); err != nil {
+		b.Fatal(err)
+	}
+	orders := make([]domain.OrderRef, 1000)
+	for i := range orders {
+		if _, err := st.Reserve(ctx, 3, fmt.Sprint("u", i), int64(i+1), ""); err != nil {
+			b.Fatal(err)
+		}
+		orders[i] = domain.OrderRef{OrderID: int64(i + 1), SaleID: 3}
+	}
+	line := st.NewLine(stock.LineOptions{})
+	b.ResetTimer()
+	for b.Loop() {
+		places, err := line.Places(ctx, orders)
+		if err != nil || len(places) != len(orders) {
+			b.Fatalf("%d places, %v", len(places), err)
+		}
+	}
 }

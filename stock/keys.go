@@ -18,18 +18,26 @@ type Keys struct {
 	// (tombstones): an order once released is never given its buyer's
 	// entry back, however stale the view of whoever tries.
 	Released string
+	// Line is the sorted set of the orders in Intents (score: the version
+	// reserve.lua moved the sale to when it admitted them), so an order's
+	// rank is its place in line (docs/design.md §3.11).
+	Line string
+	// Started counts the intents the relay has removed from Intents (and
+	// Line) since the sale was loaded: the line's departures, whose recent
+	// rate estimates a wait.
+	Started string
 }
 
 // KeysFor returns the keys of sale id.
 func KeysFor(saleID int64) Keys {
 	p := "seckill:{sale:" + strconv.FormatInt(saleID, 10) + "}:"
 	return Keys{Meta: p + "meta", Stock: p + "stock", Buyers: p + "buyers", Intents: p + "intents", Idem: p + "idem",
-		Version: p + "ver", Released: p + "released"}
+		Version: p + "ver", Released: p + "released", Line: p + "line", Started: p + "started"}
 }
 
 // All is every key of the sale, for whoever drops a sale from Redis.
 func (k Keys) All() []string {
-	return []string{k.Meta, k.Stock, k.Buyers, k.Intents, k.Idem, k.Version, k.Released}
+	return []string{k.Meta, k.Stock, k.Buyers, k.Intents, k.Idem, k.Version, k.Released, k.Line, k.Started}
 }
 
 // SalesKey is the set of sale ids loaded into Redis. The relay reads it to

@@ -4,9 +4,9 @@
 --
 -- Returns {0, order id} once the buyer is admitted: DECR stock, HSET
 -- buyers, XADD the intent (with the sale's payment_timeout_ms when it has
--- one, and the purchase's traceparent when tracing is on), and INCR the
+-- one, and the purchase's traceparent when tracing is on), INCR the
 -- version so that a reconciler holding an older view of the sale repairs
--- nothing.
+-- nothing, and ZADD the order to the line scored by that new version.
 --
 -- The intent's field names are stock.Intent's (intent.go: IntentOrderID,
 -- IntentSaleID, IntentUserID, IntentAmountCents, IntentReservedMS,
@@ -16,7 +16,7 @@ redis.call('HSET', KEYS[3], ARGV[1], ARGV[2])
 if ARGV[3] ~= '' then
   redis.call('HSET', KEYS[5], ARGV[1], ARGV[3])
 end
-redis.call('INCR', KEYS[6])
+local version = redis.call('INCR', KEYS[6])
 local intent = {'order_id', ARGV[2], 'sale_id', meta[4], 'user_id', ARGV[1],
   'amount_cents', meta[3], 'reserved_ms', tostring(now)}
 -- A sale with its own payment timeout (warm.lua) hands it to the order's
@@ -33,4 +33,9 @@ if ARGV[4] and ARGV[4] ~= '' then
   intent[#intent + 1] = ARGV[4]
 end
 redis.call('XADD', KEYS[4], '*', unpack(intent))
+-- The line holds exactly the orders of the stream (the relay removes both
+-- at once, started.lua). The version only grows, so the order's rank is
+-- its place among the admitted orders still waiting for their workflow
+-- (docs/design.md §3.11).
+redis.call('ZADD', KEYS[7], version, ARGV[2])
 return {0, ARGV[2]}

@@ -21,7 +21,8 @@ var (
 var ErrNotDrained = errors.New("sale has not ended or still holds intents")
 
 // Retire drops an ended, drained sale's hot keys from Redis (meta, stock,
-// buyers, idem, intents with its consumer group, version, released) and
+// buyers, idem, intents with its consumer group, version, released, the
+// line and its departure counter) and
 // forgets the sale, so neither the relay nor a buyer's reads pay for it any
 // more. Postgres keeps the record; the api answers for a retired sale from
 // there. The caller checks that every order of the sale is final; the

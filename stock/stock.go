@@ -100,7 +100,7 @@ func (s *Stock) Lookup(ctx context.Context, saleID int64, userID, idemKey string
 // admitKeys are the KEYS of admit.lua, shared by reserve.lua and lookup.lua.
 func admitKeys(saleID int64) []string {
 	k := KeysFor(saleID)
-	return []string{k.Meta, k.Stock, k.Buyers, k.Intents, k.Idem, k.Version}
+	return []string{k.Meta, k.Stock, k.Buyers, k.Intents, k.Idem, k.Version, k.Line}
 }
 
 // codeOpen is lookup.lua's answer when reserve.lua would admit the buyer.
