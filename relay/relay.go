@@ -213,18 +213,19 @@ type batch struct {
 }
 
 // process starts the workflows of the batches' entries in parallel and
-// acknowledges (and deletes) the entries whose start Temporal accepted.
+// acknowledges (and deletes) the entries whose start Temporal accepted,
+// taking their orders off the line.
 // It returns how many failed in each batch; those stay pending.
 func (r *Relay) process(ctx context.Context, batches []batch) []int {
 	type job struct {
 		batch int
-		entry string
+		entry stock.StartedIntent
 		in    intent
 	}
 	var (
 		jobs   []job
 		ids    []int64
-		done   = make([][]string, len(batches))
+		done   = make([][]stock.StartedIntent, len(batches))
 		failed = make([]int, len(batches))
 	)
 	for bi, b := range batches {
@@ -233,11 +234,13 @@ func (r *Relay) process(ctx context.Context, batches []batch) []int {
 			if err != nil {
 				r.dropped.Add(1)
 				r.opts.Logger.Error("relay: dropping malformed intent", "stream", b.s.key, "entry", m.ID, "err", err)
-				done[bi] = append(done[bi], m.ID)
+				// Its order, if readable, leaves the line with it.
+				order, _ := strconv.ParseInt(fmt.Sprint(m.Values[stock.IntentOrderID]), 10, 64)
+				done[bi] = append(done[bi], stock.StartedIntent{Entry: m.ID, OrderID: order})
 				continue
 			}
 			in := orderIntent(si, r.opts.PaymentTimeout)
-			jobs = append(jobs, job{bi, m.ID, in})
+			jobs = append(jobs, job{bi, stock.StartedIntent{Entry: m.ID, OrderID: in.Order.OrderID}, in})
 			ids = append(ids, in.Order.OrderID)
 		}
 	}
@@ -286,16 +289,17 @@ func (r *Relay) process(ctx context.Context, batches []batch) []int {
 		})
 	}
 	wg.Wait()
-	actx := context.WithoutCancel(ctx)
-	pipe := r.rdb.Pipeline()
-	for bi, ids := range done {
-		if len(ids) > 0 {
-			pipe.XAck(actx, batches[bi].s.key, r.opts.Group, ids...)
-			pipe.XDel(actx, batches[bi].s.key, ids...)
+	// One round trip acknowledges and deletes the started entries and takes
+	// their orders off the sales' lines (docs/design.md §3.11).
+	started := make(map[int64][]stock.StartedIntent, len(batches))
+	for bi, entries := range done {
+		if len(entries) > 0 {
+			sale := batches[bi].s.sale
+			started[sale] = append(started[sale], entries...)
 		}
 	}
-	if pipe.Len() > 0 {
-		if _, err := pipe.Exec(actx); err != nil {
+	if len(started) > 0 {
+		if err := r.stock.Started(context.WithoutCancel(ctx), r.opts.Group, started); err != nil {
 			// The starts happened; the entries will be started again, which
 			// finds the workflows existing and acknowledges them then.
 			r.opts.Logger.Warn("relay: acknowledge intents", "err", err)

@@ -84,6 +84,10 @@ func TestIntentsQueuedWhileTemporalIsDownAllStart(t *testing.T) {
 	if n := rdb.XLen(context.Background(), stock.KeysFor(1).Intents).Val(); n != 30 {
 		t.Fatalf("backlog while Temporal is down = %d, want 30", n)
 	}
+	// A failed start leaves its order in line.
+	if n := rdb.ZCard(context.Background(), stock.KeysFor(1).Line).Val(); n != 30 {
+		t.Fatalf("line while Temporal is down = %d, want 30", n)
+	}
 
 	tp.Start()
 	ctx := context.Background()
@@ -100,9 +104,36 @@ func TestIntentsQueuedWhileTemporalIsDownAllStart(t *testing.T) {
 		}
 		return err
 	})
-	if n := rdb.XLen(ctx, stock.KeysFor(1).Intents).Val(); n != 0 {
-		t.Fatalf("backlog after the starts = %d, want 0", n)
-	}
+	// The started orders left the stream and the line together, and count
+	// as departures.
+	k := stock.KeysFor(1)
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if x, l, n := rdb.XLen(ctx, k.Intents).Val(), rdb.ZCard(ctx, k.Line).Val(), rdb.Get(ctx, k.Started).Val(); x != 0 || l != 0 || n != "30" {
+			return fmt.Errorf("after the starts: backlog %d, line %d, departures %q; want 0, 0, 30", x, l, n)
+		}
+		return nil
+	})
+}
+
+// A malformed intent is dropped, and its order leaves the line with it.
+func TestMalformedIntentLeavesTheLine(t *testing.T) {
+	st, rdb := newStock(t)
+	ctx := context.Background()
+	admit(t, st, 5, 0)
+	k := stock.KeysFor(5)
+	rdb.XAdd(ctx, &redis.XAddArgs{Stream: k.Intents, Values: []any{stock.IntentOrderID, "77", stock.IntentSaleID, "5"}})
+	rdb.ZAdd(ctx, k.Line, redis.Z{Score: 1, Member: "77"})
+	r := relay.New(st, relay.NewTemporalStarter(testenv.NewTemporal(t).Client()), relay.Options{Consumer: "a"})
+	run(t, r)
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if c := r.Counts(); c.Dropped != 1 {
+			return fmt.Errorf("%d dropped", c.Dropped)
+		}
+		if x, l := rdb.XLen(ctx, k.Intents).Val(), rdb.Exists(ctx, k.Line).Val(); x != 0 || l != 0 {
+			return fmt.Errorf("backlog %d, line exists %d", x, l)
+		}
+		return nil
+	})
 }
 
 func TestCrashedRelaysIntentsAreReclaimedOnce(t *testing.T) {
