@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"testing"
 
 	"github.com/speakeasy-api/openapi/openapi"
@@ -77,5 +78,30 @@ func TestOpenAPIDocument(t *testing.T) {
 	}
 	if !bytes.Contains(r.body, []byte(`"code"`)) {
 		t.Error("the error schema lacks the code field")
+	}
+
+	// A PENDING order's place in line is documented, and optional.
+	var schemas struct {
+		Components struct {
+			Schemas map[string]struct {
+				Required   []string `json:"required"`
+				Properties map[string]struct {
+					Type        any    `json:"type"`
+					Description string `json:"description"`
+				} `json:"properties"`
+			} `json:"schemas"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(r.body, &schemas); err != nil {
+		t.Fatal(err)
+	}
+	order := schemas.Components.Schemas["Order"]
+	for _, field := range []string{"queue_position", "eta_seconds"} {
+		if p, ok := order.Properties[field]; !ok || p.Description == "" || p.Type != "integer" {
+			t.Errorf("Order.%s: %+v (present %v), want a documented integer", field, p, ok)
+		}
+		if slices.Contains(order.Required, field) {
+			t.Errorf("Order.%s is required; it is absent unless the order waits in line", field)
+		}
 	}
 }

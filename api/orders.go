@@ -84,8 +84,9 @@ func (s *Server) registerOrders() {
 // purchase admits the buyer (orders.Purchase) and counts the answer.
 func (s *Server) purchase(ctx context.Context, in *purchaseInput) (*purchaseOutput, error) {
 	start := time.Now()
+	user := userFrom(ctx).ID
 	id, err := s.orders.Purchase(ctx, orders.PurchaseRequest{
-		SaleID: in.ID, UserID: userFrom(ctx).ID, ClientIP: ipFrom(ctx), IdempotencyKey: in.IdempotencyKey,
+		SaleID: in.ID, UserID: user, ClientIP: ipFrom(ctx), IdempotencyKey: in.IdempotencyKey,
 	})
 	if errors.Is(err, orderid.ErrUnfenced) {
 		s.metrics.unfenced.Inc()
@@ -145,9 +146,16 @@ func outcome(ctx context.Context, o orders.Outcome, err error) (*orderOutput, er
 }
 
 func orderView(o orders.Order) wire.Order {
-	return wire.Order{
+	w := wire.Order{
 		ID: strconv.FormatInt(o.ID, 10), SaleID: strconv.FormatInt(o.SaleID, 10), UserID: o.UserID,
 		Status: o.Status, Reason: o.Reason, AmountCents: o.AmountCents,
 		WorkflowID: o.WorkflowID, CreatedAt: o.CreatedAt, UpdatedAt: o.UpdatedAt,
 	}
+	if o.Status == domain.StatusPending && o.Place.Position > 0 {
+		w.QueuePosition = &o.Place.Position
+		if o.Place.ETASeconds > 0 {
+			w.ETASeconds = &o.Place.ETASeconds
+		}
+	}
+	return w
 }

@@ -85,6 +85,7 @@ func (s *Server) snapshot(ctx context.Context, userID string) ([]domain.Event, e
 		events = append(events, domain.Event{
 			Type: "order", OrderID: strconv.FormatInt(o.ID, 10), SaleID: strconv.FormatInt(o.SaleID, 10), UserID: o.UserID,
 			Status: o.Status, Reason: o.Reason, At: o.UpdatedAt,
+			QueuePosition: o.Place.Position, ETASeconds: o.Place.ETASeconds,
 		})
 	}
 	return events, nil

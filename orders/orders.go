@@ -11,6 +11,7 @@ package orders
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
 	"time"
 
@@ -38,6 +39,9 @@ type Order struct {
 	WorkflowID  string
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
+	// Place is a PENDING order's place in its sale's line; zero when the
+	// order is not in line (docs/design.md §3.11).
+	Place domain.Place
 }
 
 // Config tunes the use cases.
@@ -74,13 +78,27 @@ type Service struct {
 	// saleLimits keeps the per-sale limit in this instance's memory.
 	saleLimits *saleLimits
 	soldOut    soldOutFlags
+	line       *stock.Line
 }
 
 // New builds a Service.
 func New(cfg Config, deps Deps) *Service {
-	s := &Service{cfg: cfg, deps: deps, limiter: redis_rate.NewLimiter(deps.Stock.Client()), saleLimits: newSaleLimits(cfg.SaleRate)}
+	s := &Service{cfg: cfg, deps: deps, limiter: redis_rate.NewLimiter(deps.Stock.Client()), saleLimits: newSaleLimits(cfg.SaleRate),
+		line: deps.Stock.NewLine(stock.LineOptions{})}
 	s.soldOut.ttl = cfg.SoldOutTTL
 	return s
+}
+
+// Places returns the place in line of each of orders that is still in its
+// sale's line (docs/design.md §3.11), by order id, in one Redis round trip;
+// only OrderID and SaleID are read. The websocket hub refreshes its
+// buyers' PENDING orders with it.
+func (s *Service) Places(ctx context.Context, orders []domain.OrderRef) (map[int64]domain.Place, error) {
+	places, err := s.line.Places(ctx, orders)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	return places, nil
 }
 
 // Get returns an order the user may see: theirs (admins see all). An order
@@ -183,7 +201,29 @@ func (s *Service) pendingOf(ctx context.Context, userID string) ([]Order, error)
 	}
 	// Newest first, like the rows.
 	slices.SortFunc(out, func(a, b Order) int { return b.CreatedAt.Compare(a.CreatedAt) })
+	s.placeInLine(ctx, out)
 	return out, nil
+}
+
+// placeInLine sets the place in line of pending orders, in one more round
+// trip. A place is an estimate that is fine to leave out: when Redis does
+// not answer now, the orders go without one rather than the answer failing.
+func (s *Service) placeInLine(ctx context.Context, pending []Order) {
+	if len(pending) == 0 {
+		return
+	}
+	refs := make([]domain.OrderRef, len(pending))
+	for i, o := range pending {
+		refs[i] = domain.OrderRef{OrderID: o.ID, SaleID: o.SaleID}
+	}
+	places, err := s.line.Places(ctx, refs)
+	if err != nil {
+		slog.WarnContext(ctx, "reading places in line", "user_id", pending[0].UserID, "err", err)
+		return
+	}
+	for i := range pending {
+		pending[i].Place = places[pending[i].ID]
+	}
 }
 
 func view(o *ent.Order) Order {

@@ -81,6 +81,10 @@ type Order struct {
 	WorkflowID  string        `json:"workflow_id"`
 	CreatedAt   time.Time     `json:"created_at"`
 	UpdatedAt   time.Time     `json:"updated_at"`
+	// QueuePosition and ETASeconds are set only for a PENDING order still
+	// waiting for its workflow to start.
+	QueuePosition *int64 `json:"queue_position,omitempty" minimum:"1" doc:"PENDING orders only: the order's place in the sale's line, counting itself: admitted orders of the sale whose workflow has not started, admitted no later than this one. Absent once the workflow has started (the order may stay PENDING a moment longer), or when Redis cannot tell."`
+	ETASeconds    *int64 `json:"eta_seconds,omitempty" minimum:"1" doc:"With queue_position: an estimate of the seconds until the order's workflow starts, from the rate at which the sale's line moved over the last half minute. Absent when the line has not moved lately."`
 }
 
 // Purchase is the answer to a purchase: the buyer's order, PENDING until

@@ -1,0 +1,169 @@
+package api_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/api"
+	"github.com/seckill/seckill/api/wire"
+	"github.com/seckill/seckill/audit"
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/relay"
+	"github.com/seckill/seckill/stock"
+)
+
+// intentOrder is the order ids of the sale's intent stream, in admission
+// order: the admitted orders whose workflow has not started.
+func (s *system) intentOrder(saleID string) []string {
+	s.t.Helper()
+	id, _ := strconv.ParseInt(saleID, 10, 64)
+	msgs, err := s.redis.XRange(context.Background(), stock.KeysFor(id).Intents, "-", "+").Result()
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	out := make([]string, len(msgs))
+	for i, m := range msgs {
+		out[i], _ = m.Values[stock.IntentOrderID].(string)
+	}
+	return out
+}
+
+// With the relay held back (Temporal down), 200 PENDING orders stand in
+// line at places 1..200 in admission order; once workflows start, each
+// order's place only falls, and then it has none.
+func TestPendingOrdersShowTheirPlaceInLine(t *testing.T) {
+	// Small batches and few starts at once, so the line drains in steps.
+	s := start(t, options{temporalDown: true, cfg: api.Config{Relay: relayInSteps()}})
+	sale := s.createSale(300)
+	const buyers = 200
+	tag := strconv.FormatInt(time.Now().UnixNano(), 36)
+	user := func(i int) string { return fmt.Sprintf("waiting-%s-%03d", tag, i) }
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		owner = map[string]string{} // order id -> user
+	)
+	for i := range buyers {
+		wg.Go(func() {
+			r := s.buy(sale.ID, user(i))
+			if r.status != http.StatusAccepted {
+				t.Errorf("purchase: %d %s", r.status, r.body)
+				return
+			}
+			var p wire.Purchase
+			r.decode(t, &p)
+			mu.Lock()
+			owner[p.OrderID] = user(i)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	line := s.intentOrder(sale.ID)
+	if len(line) != buyers || len(owner) != buyers {
+		t.Fatalf("%d intents, %d orders; want %d", len(line), len(owner), buyers)
+	}
+
+	// Each order's place is its rank in admission order: 1..200, no two
+	// alike. Nothing has left the line, so there is no estimate.
+	read := func(ids []string) map[string]wire.Order {
+		out := make(map[string]wire.Order, len(ids))
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, 8)
+		for _, id := range ids {
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				o, r := s.getOrder(id, owner[id])
+				if r.status != http.StatusOK {
+					t.Errorf("get order %s: %d %s", id, r.status, r.body)
+					return
+				}
+				mu.Lock()
+				out[id] = o
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+		return out
+	}
+	first := read(line)
+	for i, id := range line {
+		o := first[id]
+		if o.Status != domain.StatusPending || o.QueuePosition == nil || *o.QueuePosition != int64(i+1) || o.ETASeconds != nil {
+			t.Fatalf("order %s, admitted %d-th: %+v (position %v, eta %v), want PENDING at %d without an estimate",
+				id, i+1, o, deref(o.QueuePosition), deref(o.ETASeconds), i+1)
+		}
+	}
+	// The list carries the place too.
+	var list []wire.Order
+	s.do("GET", "/v1/orders", s.token(owner[line[42]], "buyer"), nil).decode(t, &list)
+	if len(list) != 1 || list[0].QueuePosition == nil || *list[0].QueuePosition != 43 {
+		t.Fatalf("list of the 43rd buyer: %+v", list)
+	}
+
+	// Let the relay go: places only fall, and an order that has left the
+	// line never gets a place again.
+	s.temporal.Start()
+	s.startWorker()
+	last := map[string]int64{}
+	for id, o := range first {
+		last[id] = *o.QueuePosition
+	}
+	fell, estimates := 0, 0
+	lastInLine := []string{fmt.Sprint(buyers)} // what the last buyer was told, read by read
+	testenv.Eventually(t, 3*time.Minute, func() error {
+		waiting := 0
+		for id, o := range read(line) {
+			if id == line[buyers-1] && o.QueuePosition != nil {
+				lastInLine = append(lastInLine, fmt.Sprintf("%d (%vs)", *o.QueuePosition, deref(o.ETASeconds)))
+			}
+			prev := last[id]
+			switch {
+			case o.QueuePosition == nil:
+				last[id] = 0
+			case prev == 0:
+				t.Fatalf("order %s is back in line at %d after leaving it", id, *o.QueuePosition)
+			case *o.QueuePosition > prev:
+				t.Fatalf("order %s moved back from %d to %d", id, prev, *o.QueuePosition)
+			case *o.QueuePosition < prev:
+				fell++
+				last[id] = *o.QueuePosition
+			}
+			if o.ETASeconds != nil {
+				estimates++
+			}
+			if o.Status != domain.StatusAwaitingPayment {
+				waiting++
+			}
+		}
+		if waiting > 0 {
+			return fmt.Errorf("%d orders not yet awaiting payment", waiting)
+		}
+		return nil
+	})
+	if fell == 0 {
+		t.Fatal("no order was seen moving up the line")
+	}
+	t.Logf("places seen falling %d times; %d answers carried an estimate; the last buyer was told %v", fell, estimates, lastInLine)
+	if r := s.audit(sale.ID, audit.Expect{Settled: true}); !r.OK() {
+		t.Fatal(r)
+	}
+}
+
+func deref(p *int64) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+// relayInSteps makes the relay start a few workflows at a time, so a test
+// sees the line drain in steps rather than at once.
+func relayInSteps() relay.Options { return relay.Options{Batch: 8, Parallel: 2} }
