@@ -157,6 +157,89 @@ func TestPendingOrdersShowTheirPlaceInLine(t *testing.T) {
 	}
 }
 
+// A connected buyer whose order waits in line is sent its place over the
+// websocket, then an event without one once its workflow has started, and
+// then the order's next status.
+func TestWebsocketRefreshesThePlaceInLine(t *testing.T) {
+	s := start(t, options{temporalDown: true, cfg: api.Config{LineRefresh: 50 * time.Millisecond}})
+	sale := s.createSale(10)
+	// Pub/sub channels are shared by every database of the Redis: names no
+	// other test uses.
+	tag := strconv.FormatInt(time.Now().UnixNano(), 36)
+	users := []string{"first-" + tag, "second-" + tag, "third-" + tag}
+	buy := func(u string) string {
+		var p wire.Purchase
+		s.buy(sale.ID, u).decode(t, &p)
+		return p.OrderID
+	}
+	// Two buyers connected before buying: the api that admitted them notes
+	// their orders for their sockets.
+	sockets := []*socket{s.connect(users[0]), s.connect(users[1])}
+	ids := []string{buy(users[0]), buy(users[1])}
+	for i, sk := range sockets {
+		if e := awaitPlace(t, sk, ids[i]); e.Status != domain.StatusPending || e.QueuePosition != int64(i+1) {
+			t.Fatalf("buyer %d told %+v, want PENDING at %d", i+1, e, i+1)
+		}
+	}
+	// A third buyer connects after buying: the snapshot has the place.
+	ids = append(ids, buy(users[2]))
+	sockets = append(sockets, s.connect(users[2]))
+	if e := sockets[2].await(t, ids[2], domain.StatusPending); e.QueuePosition != 3 {
+		t.Fatalf("snapshot %+v, want PENDING at 3", e)
+	}
+
+	// Temporal comes up without a worker: the workflows start (the orders
+	// leave the line) and nothing moves them on, so they stay PENDING.
+	s.temporal.Start()
+	for i, sk := range sockets {
+		if e := awaitLeft(t, sk, ids[i]); e.Status != domain.StatusPending || e.ETASeconds != 0 {
+			t.Fatalf("order %s left the line: %+v, want PENDING without a place", ids[i], e)
+		}
+	}
+	s.startWorker()
+	for i, sk := range sockets {
+		if e := sk.await(t, ids[i], domain.StatusAwaitingPayment); e.QueuePosition != 0 {
+			t.Fatalf("%+v carries a place", e)
+		}
+	}
+}
+
+// awaitPlace returns the first event of order that carries a place.
+func awaitPlace(t *testing.T, sk *socket, order string) domain.Event {
+	t.Helper()
+	return awaitEvent(t, sk, order, "a place", func(e domain.Event) bool { return e.QueuePosition > 0 })
+}
+
+// awaitLeft returns the first event of order without a place, failing if
+// the order is told anything but PENDING first.
+func awaitLeft(t *testing.T, sk *socket, order string) domain.Event {
+	t.Helper()
+	return awaitEvent(t, sk, order, "no place", func(e domain.Event) bool {
+		if e.Status != domain.StatusPending {
+			t.Fatalf("order %s reached %s before it was told it left the line", order, e.Status)
+		}
+		return e.QueuePosition == 0
+	})
+}
+
+func awaitEvent(t *testing.T, sk *socket, order, what string, match func(domain.Event) bool) domain.Event {
+	t.Helper()
+	timeout := time.After(2 * time.Minute)
+	for {
+		select {
+		case e, ok := <-sk.events:
+			if !ok {
+				t.Fatalf("socket closed before order %s was told %s", order, what)
+			}
+			if e.OrderID == order && match(e) {
+				return e
+			}
+		case <-timeout:
+			t.Fatalf("order %s was never told %s", order, what)
+		}
+	}
+}
+
 func deref(p *int64) any {
 	if p == nil {
 		return nil

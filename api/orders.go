@@ -95,6 +95,9 @@ func (s *Server) purchase(ctx context.Context, in *purchaseInput) (*purchaseOutp
 	if err != nil {
 		return nil, toHTTP(ctx, err)
 	}
+	// The buyer's sockets here get the order's place in line from the next
+	// refresh on (no Redis command: docs/design.md §6.3).
+	s.hub.Waiting(domain.NewEvent(id, in.ID, user, domain.StatusPending, "", orderid.Time(id)))
 	return &purchaseOutput{wire.Purchase{
 		OrderID: strconv.FormatInt(id, 10), Status: domain.StatusPending, WorkflowID: domain.WorkflowID(id),
 	}}, nil

@@ -67,6 +67,9 @@ type Config struct {
 	// to its workflow page.
 	TemporalUIURL     string
 	TemporalNamespace string
+	// LineRefresh is how often websockets are told the new places in line
+	// of their buyers' PENDING orders; default 3s (push.Options).
+	LineRefresh time.Duration
 	// Relay options of the relay this instance runs.
 	Relay relay.Options
 }
@@ -155,9 +158,6 @@ func New(cfg Config, deps Deps) *Server {
 		// here (for at most Relay.MaxYield): admission first.
 		cfg.Relay.Busy = func() bool { return len(s.inFlight) > 0 }
 	}
-	s.hub = push.NewHub(deps.Stock.Client(), s.snapshot, push.Options{AllowedOrigins: cfg.AllowedOrigins})
-	s.relay = relay.New(deps.Stock, relay.NewTemporalStarter(deps.Temporal), cfg.Relay)
-	s.metrics = newMetrics(s.reg, s)
 	var tracer trace.Tracer // nil: tracing off
 	if deps.Tracing != nil {
 		tracer = deps.Tracing.Tracer("github.com/seckill/seckill/api")
@@ -166,6 +166,11 @@ func New(cfg Config, deps Deps) *Server {
 		IPRate: cfg.IPRate, UserRate: cfg.UserRate, SaleRate: cfg.SaleRate,
 		SoldOutTTL: cfg.SoldOutTTL, PayWait: cfg.PayWait,
 	}, orders.Deps{Store: deps.Store, Stock: deps.Stock, Temporal: deps.Temporal, IDs: deps.IDs, Tracer: tracer})
+	s.hub = push.NewHub(deps.Stock.Client(), s.snapshot, push.Options{
+		AllowedOrigins: cfg.AllowedOrigins, Line: s.orders.Places, LineRefresh: cfg.LineRefresh,
+	})
+	s.relay = relay.New(deps.Stock, relay.NewTemporalStarter(deps.Temporal), cfg.Relay)
+	s.metrics = newMetrics(s.reg, s)
 
 	hc := huma.DefaultConfig("seckill", "1.0.0")
 	hc.Info.Description = "Flash-sale orders: admission in Redis, one durable Temporal workflow per order, results over a websocket."

@@ -49,6 +49,12 @@ type Options struct {
 	// (clients only send pongs and close).
 	MaxMessageBytes int64
 	Logger          *slog.Logger
+	// Line, if set, answers the places in line of PENDING orders: every
+	// LineRefresh (default 3s) the hub asks it, once for all the PENDING
+	// orders its buyers were told about, and sends each buyer the places
+	// that changed (line.go). Nil: no places are sent.
+	Line        Places
+	LineRefresh time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -66,6 +72,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.LineRefresh <= 0 {
+		o.LineRefresh = defaultLineRefresh
 	}
 	return o
 }
@@ -161,6 +170,7 @@ func (h *Hub) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { h.keepAlive(ctx) })
 	wg.Go(func() { h.pingSockets(ctx) })
+	wg.Go(func() { h.refreshLine(ctx) })
 	h.receive(ctx)
 	wg.Wait()
 	h.shutdown()
@@ -198,7 +208,7 @@ func (h *Hub) pingSockets(ctx context.Context) {
 // ever waiting for a socket: one that has no room left is dropped.
 func (h *Hub) dispatch(m *redis.Message) {
 	userID := channelUser(m.Channel)
-	frame, err := encodeEvent(m.Payload)
+	e, frame, err := encodeEvent(m.Payload)
 	if err != nil {
 		h.log.Warn("skipping malformed order event", "user_id", userID, "err", err)
 		return
@@ -207,7 +217,7 @@ func (h *Hub) dispatch(m *redis.Message) {
 	h.mu.RLock()
 	if b := h.buyers[m.Channel]; b != nil {
 		for s := range b.sockets {
-			if !s.enqueue(frame) {
+			if !s.deliver(frame, e) {
 				slow = append(slow, s)
 			}
 		}
@@ -234,18 +244,19 @@ func (h *Hub) sockets(dst []*socket) []*socket {
 	return dst
 }
 
-// encodeEvent checks a published payload and returns the frame sent to the
-// buyer: the domain.Event JSON, re-encoded so that a client never sees
-// anything but that shape.
-func encodeEvent(payload string) ([]byte, error) {
+// encodeEvent checks a published payload and returns it with the frame sent
+// to the buyer: the domain.Event JSON, re-encoded so that a client never
+// sees anything but that shape.
+func encodeEvent(payload string) (domain.Event, []byte, error) {
 	var e domain.Event
 	if err := json.Unmarshal([]byte(payload), &e); err != nil {
-		return nil, err
+		return e, nil, err
 	}
 	if e.Type != "order" || e.OrderID == "" || !e.Status.Valid() {
-		return nil, fmt.Errorf("not an order event: type %q, order %q, status %q", e.Type, e.OrderID, e.Status)
+		return e, nil, fmt.Errorf("not an order event: type %q, order %q, status %q", e.Type, e.OrderID, e.Status)
 	}
-	return json.Marshal(e)
+	b, err := json.Marshal(e)
+	return e, b, err
 }
 
 // admit counts a Serve call in, unless the hub has stopped.

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/seckill/seckill/domain"
 )
 
 // readBufferBytes is a socket's read buffer; frames larger than it are
@@ -86,18 +88,19 @@ func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, userID string, subpr
 	// stack is freed when Serve returns. From then on an idle socket has
 	// one goroutine, its reader: frames are written by a goroutine that
 	// exists only while there is something to write (see enqueue).
-	if frames, ok := h.open(ctx, s); ok {
-		s.start(frames)
+	if frames, pending, ok := h.open(ctx, s); ok {
+		s.start(frames, pending)
 	}
 }
 
 // open registers s and returns the snapshot frames to send before the live
-// events. The subscription is live before the snapshot is read, so an event
-// published meanwhile is queued on s rather than lost.
-func (h *Hub) open(ctx context.Context, s *socket) ([][]byte, bool) {
+// events, and the snapshot's PENDING orders. The subscription is live before
+// the snapshot is read, so an event published meanwhile is queued on s
+// rather than lost.
+func (h *Hub) open(ctx context.Context, s *socket) ([][]byte, []domain.Event, bool) {
 	if err := h.join(ctx, s); err != nil {
 		s.drop(closeGoingAway)
-		return nil, false
+		return nil, nil, false
 	}
 	if err := h.awaitSubscribed(ctx); err != nil {
 		switch {
@@ -107,7 +110,7 @@ func (h *Hub) open(ctx context.Context, s *socket) ([][]byte, bool) {
 			s.log.Warn("redis did not confirm the subscription", "err", err)
 			s.drop(closeTryAgain)
 		}
-		return nil, false
+		return nil, nil, false
 	}
 	evs, err := h.snapshot(ctx, s.userID)
 	if err != nil {
@@ -115,19 +118,23 @@ func (h *Hub) open(ctx context.Context, s *socket) ([][]byte, bool) {
 			s.log.Error("reading the order snapshot failed", "err", err)
 			s.drop(closeInternal)
 		}
-		return nil, false
+		return nil, nil, false
 	}
 	frames := make([][]byte, 0, len(evs))
+	var pending []domain.Event
 	for _, e := range evs {
 		b, err := json.Marshal(e)
 		if err != nil {
 			s.log.Error("encoding the order snapshot failed", "order_id", e.OrderID, "err", err)
 			s.drop(closeInternal)
-			return nil, false
+			return nil, nil, false
 		}
 		frames = append(frames, b)
+		if e.Status == domain.StatusPending {
+			pending = append(pending, e)
+		}
 	}
-	return frames, true
+	return frames, pending, true
 }
 
 // originAllowed guards against another site's page opening a socket with the

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/seckill/seckill/domain"
 )
 
 // closeGrace is how long the server waits for the client's answer to its
@@ -37,6 +40,11 @@ type socket struct {
 	writing bool       // a writer goroutine is draining queue
 	closed  bool       // dropped: nothing more is queued or written
 	limit   int        // live frames queued at most before the client counts as slow
+	// waiting are the PENDING orders whose place in line s is kept told
+	// of, by order id (line.go); settledWhileHeld the orders that reached
+	// another status while the snapshot was read.
+	waiting          map[int64]*waitingOrder
+	settledWhileHeld map[int64]bool
 
 	done       chan struct{} // closed by drop
 	readerDone chan struct{} // closed when the reader has returned
@@ -59,6 +67,32 @@ type outFrame struct {
 // (its queue is full).
 func (s *socket) enqueue(frame []byte) bool { return s.push(outFrame{data: frame}) }
 
+// deliver queues the frame of live event e, like enqueue, and keeps the
+// orders whose place in line s refreshes in step with what the buyer was
+// told: in the same critical section, so a refresh can never be queued
+// behind the event that ended the order's wait.
+func (s *socket) deliver(frame []byte, e domain.Event) bool {
+	if s.hub.opts.Line == nil {
+		return s.enqueue(frame)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return true
+	}
+	if len(s.queue) >= s.limit {
+		return false
+	}
+	s.queue = append(s.queue, outFrame{data: frame})
+	if e.Status == domain.StatusPending {
+		s.watch(e)
+	} else {
+		s.settle(e.OrderID)
+	}
+	s.kick()
+	return true
+}
+
 // ping queues a ping; false means the client is too slow.
 func (s *socket) ping() bool { return s.push(outFrame{ping: true}) }
 
@@ -77,8 +111,10 @@ func (s *socket) push(f outFrame) bool {
 }
 
 // start queues the snapshot ahead of whatever live events arrived while it
-// was read, and lets the writing begin.
-func (s *socket) start(snapshot [][]byte) {
+// was read, and lets the writing begin. pending are the snapshot's PENDING
+// orders, whose place in line s is then kept told of, unless a live event
+// queued meanwhile ended their wait.
+func (s *socket) start(snapshot [][]byte, pending []domain.Event) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -91,6 +127,12 @@ func (s *socket) start(snapshot [][]byte) {
 	s.queue = append(frames, s.queue...)
 	s.limit += len(snapshot)
 	s.held = false
+	for _, e := range pending {
+		if id, err := strconv.ParseInt(e.OrderID, 10, 64); err == nil && !s.settledWhileHeld[id] {
+			s.watch(e)
+		}
+	}
+	s.settledWhileHeld = nil
 	s.kick()
 }
 
