@@ -204,8 +204,11 @@ func TestDemoPage(t *testing.T) {
 	testenv.RedisAddr(t) // dev mode needs nothing, but CI's tools come with the services
 	chromiumPath(t)
 	port, uiPort := testenv.FreePort(t), testenv.FreePort(t)
+	// The relay holds each intent it reads for a while before starting its
+	// workflow, so a buyer's order waits in line long enough for the page
+	// to show its place (the websocket's refresh comes every 3s).
 	run(t, "dev", nil, "dev", "--memory", "--http-addr", fmt.Sprintf("127.0.0.1:%d", port),
-		"--temporal-port=0", fmt.Sprintf("--ui-port=%d", uiPort))
+		"--temporal-port=0", fmt.Sprintf("--ui-port=%d", uiPort), "--relay-start-delay=6s")
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
 	b := newBrowser(t) // chromium starts while seckill dev does
 	waitReady(t, base+"/readyz", 60*time.Second)
@@ -317,11 +320,24 @@ func TestDemoPage(t *testing.T) {
 		}
 	})
 
-	// 4. Buy: PENDING at once, AWAITING_PAYMENT pushed over the websocket.
+	// 4. Buy: PENDING at once, its place in line while the relay holds
+	// it, AWAITING_PAYMENT pushed over the websocket.
 	b.step(t, "4 buy", func(t *testing.T) {
-		b.do("buy", 30*time.Second,
+		pending := `#orders li[data-status="PENDING"] .order-line`
+		b.do("buy", 10*time.Second,
 			chromedp.Click(chromedp.CSS(buyBtn)),
+			chromedp.WaitVisible(chromedp.CSS(pending)))
+		// The only order of the sale is first, and nothing has left the
+		// line yet to estimate a wait from.
+		if line := value(b, "place in line", chromedp.Text(chromedp.CSS(pending))); line != "You are #1 in line" {
+			t.Errorf("a PENDING order shows %q, want %q", line, "You are #1 in line")
+		}
+		b.screenshot("in-line")
+		b.do("the order is placed", 30*time.Second,
 			chromedp.WaitVisible(chromedp.CSS(`#orders li[data-status="AWAITING_PAYMENT"]`)))
+		if line := value(b, "place in line", chromedp.Text(chromedp.CSS(`#orders li[data-status="AWAITING_PAYMENT"] .order-line`))); line != "" {
+			t.Errorf("an order awaiting payment shows %q", line)
+		}
 		order = value(b, "order id", chromedp.AttributeValue(chromedp.CSS(`#orders li[data-status="AWAITING_PAYMENT"]`), "data-order-id")).Value
 		if !regexp.MustCompile(`^\d+$`).MatchString(order) {
 			t.Fatalf("order id %q", order)

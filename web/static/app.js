@@ -44,7 +44,7 @@
     buyer: load("seckill.buyer"),
     admin: load("seckill.admin"),
     operator: sessionStorage.getItem("seckill.operator") === "1",
-    orders: new Map(), // id -> {id, sale_id, status, reason, amount_cents, at, via}
+    orders: new Map(), // id -> {id, sale_id, status, reason, amount_cents, queue_position, eta_seconds, at, via}
     busy: new Set(), // "buy:<sale>", "pay:<order>", "cancel:<order>"
     ws: null,
     wsGen: 0,
@@ -477,6 +477,11 @@
     if (o.sale_id) next.sale_id = String(o.sale_id);
     if (typeof o.reason === "string" && (o.reason || changed)) next.reason = o.reason;
     if (typeof o.amount_cents === "number" && o.amount_cents > 0) next.amount_cents = o.amount_cents;
+    // Every word about a PENDING order says where it stands now: a place
+    // in line, or none (its workflow has started, or nobody can tell).
+    const count = (v) => (typeof v === "number" && Number.isFinite(v) && v > 0 ? v : null);
+    next.queue_position = status === "PENDING" ? count(o.queue_position) : null;
+    next.eta_seconds = next.queue_position ? count(o.eta_seconds) : null;
     const at = parseTime(o.at || o.updated_at);
     if (Number.isFinite(at)) next.at = at;
     else if (!next.at) next.at = Date.now();
@@ -486,6 +491,17 @@
     }
     state.orders.set(id, next);
     renderOrders();
+  }
+
+  // lineText is a PENDING order's place in line in words: "You are #1,234
+  // in line, about 40 s", or "" when it has none.
+  function lineText(o) {
+    if (o.status !== "PENDING" || !o.queue_position) return "";
+    let text = `You are #${o.queue_position.toLocaleString()} in line`;
+    if (o.eta_seconds) {
+      text += o.eta_seconds < 120 ? `, about ${o.eta_seconds.toLocaleString()} s` : `, about ${Math.ceil(o.eta_seconds / 60).toLocaleString()} min`;
+    }
+    return text;
   }
 
   async function refreshOrders() {
@@ -538,6 +554,7 @@
     n.amount = el("span", { class: "amount" });
     n.meta = el("span", { class: "order-meta muted" });
     n.reason = el("span", { class: "reason" });
+    n.line = el("div", { class: "order-line", "aria-live": "polite" });
     n.pay = el("button", { type: "button", "data-action": "pay", "data-order-id": id, text: "Pay" });
     n.cancel = el("button", { type: "button", class: "secondary", "data-action": "cancel", "data-order-id": id, text: "Cancel" });
     n.link = el("a", { class: "workflow-link", target: "_blank", rel: "noopener", text: "Workflow ↗" });
@@ -547,6 +564,7 @@
     n.li = el("li", { class: "order", "data-order-id": id },
       el("div", { class: "order-main" }, n.badge, n.sale, n.amount),
       n.steps,
+      n.line,
       el("div", { class: "order-sub" }, n.meta, n.reason),
       el("div", { class: "order-actions" }, n.pay, n.cancel, n.link, n.wf));
     orderNodes.set(id, n);
@@ -579,6 +597,9 @@
       setText(n.amount, cents != null ? money(cents) : "");
       setText(n.meta, `Order ${id} · ${clock(o.at)}`);
       setText(n.reason, o.reason ? `· ${o.reason}` : "");
+      const line = lineText(o);
+      setText(n.line, line);
+      n.line.hidden = !line;
       const rank = RANK[o.status];
       for (const step of n.steps.children) {
         const s = step.getAttribute("data-step");
