@@ -125,6 +125,16 @@ func (s *Service) Get(ctx context.Context, user auth.User, id int64) (Order, err
 			return o, nil
 		}
 	}
+	// The order's workflow may have written its row since it was looked
+	// for (pendingOf then skips the order as written): look again, so an
+	// order moving from Redis to the database is never reported missing.
+	row, err = s.deps.Store.Order(ctx, id)
+	switch {
+	case err == nil && (row.UserID == user.ID || user.Admin()):
+		return view(row), nil
+	case err != nil && !errors.Is(err, domain.ErrNotFound):
+		return Order{}, unavailable(err)
+	}
 	return Order{}, domain.ErrNotFound
 }
 
