@@ -54,6 +54,7 @@ type Report struct {
 	Restored       int                   `json:"ledger_restored"`
 	RedisBuyers    int                   `json:"redis_buyers"`
 	Backlog        int64                 `json:"relay_backlog"`
+	Line           int64                 `json:"line"`
 	OpenWorkflows  int64                 `json:"open_workflows"`
 	// Retired: the sale has ended and its keys have left Redis; only the
 	// database's invariants are checked.
@@ -160,7 +161,7 @@ func Sale(ctx context.Context, src Sources, saleID int64, exp Expect) (Report, e
 	if err != nil {
 		return r, err
 	}
-	r.RedisRemaining, r.RedisBuyers, r.Backlog = st.Remaining, int(st.Buyers), st.Backlog
+	r.RedisRemaining, r.RedisBuyers, r.Backlog, r.Line = st.Remaining, int(st.Buyers), st.Backlog, st.Line
 	switch {
 	case !st.Warm && !time.Now().Before(sl.EndsAt):
 		// Retired: an ended sale's keys leave Redis once its work is done,
@@ -193,6 +194,11 @@ func Sale(ctx context.Context, src Sources, saleID int64, exp Expect) (Report, e
 		}
 		if r.Backlog != 0 {
 			r.violate("%d intents still wait for their workflow", r.Backlog)
+		}
+		// The line holds the stream's orders (docs/design.md §3.11): with
+		// no intent left, nobody is in line.
+		if r.Line != 0 {
+			r.violate("%d orders still in line with no intent waiting", r.Line)
 		}
 		buyers, err := src.Stock.Buyers(ctx, saleID)
 		if err != nil {

@@ -137,7 +137,7 @@ func TestPurchaseDuringAPassIsNotOverwritten(t *testing.T) {
 		if err := rc.Store.CreateOrder(ctx, ref); err != nil {
 			t.Fatal(err)
 		}
-		if err := rdb.Del(ctx, keys.Intents).Err(); err != nil { // the relay's work
+		if err := rdb.Del(ctx, keys.Intents, keys.Line).Err(); err != nil { // the relay's work
 			t.Fatal(err)
 		}
 	})
@@ -204,7 +204,7 @@ func TestEndedOrderThatNeverDeductedIsReleased(t *testing.T) {
 	if _, err := rc.Stock.Reserve(ctx, id, ref.UserID, ref.OrderID, ""); err != nil {
 		t.Fatal(err)
 	}
-	if err := rc.Stock.Client().Del(ctx, stock.KeysFor(id).Intents).Err(); err != nil {
+	if err := rc.Stock.Client().Del(ctx, stock.KeysFor(id).Intents, stock.KeysFor(id).Line).Err(); err != nil { // the relay's work
 		t.Fatal(err)
 	}
 	if _, err := rc.Store.FinishOrder(ctx, ref, domain.StatusFailed, "test"); err != nil {

@@ -46,8 +46,9 @@ func sale(t *testing.T, units, sold int) (*reconcile.Reconciler, int64) {
 			t.Fatal(err)
 		}
 	}
-	// The relay would have consumed the intents.
-	if err := rdb.Del(ctx, stock.KeysFor(sl.ID).Intents).Err(); err != nil {
+	// The relay would have consumed the intents, taking their orders off
+	// the line.
+	if err := rdb.Del(ctx, stock.KeysFor(sl.ID).Intents, stock.KeysFor(sl.ID).Line).Err(); err != nil {
 		t.Fatal(err)
 	}
 	return &reconcile.Reconciler{Store: db, Stock: st, Grace: time.Nanosecond}, sl.ID

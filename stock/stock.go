@@ -266,6 +266,7 @@ type State struct {
 	Remaining int
 	Buyers    int64
 	Backlog   int64 // intents not yet turned into workflows
+	Line      int64 // orders in line: the same orders as Backlog (docs/design.md §3.11)
 }
 
 // Inspect reads the sale's Redis state.
@@ -276,10 +277,11 @@ func (s *Stock) Inspect(ctx context.Context, saleID int64) (State, error) {
 	left := pipe.Get(ctx, k.Stock)
 	buyers := pipe.HLen(ctx, k.Buyers)
 	backlog := pipe.XLen(ctx, k.Intents)
+	line := pipe.ZCard(ctx, k.Line)
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return State{}, fmt.Errorf("inspect sale %d: %w", saleID, err)
 	}
-	st := State{Warm: exists.Val() == 1, Buyers: buyers.Val(), Backlog: backlog.Val()}
+	st := State{Warm: exists.Val() == 1, Buyers: buyers.Val(), Backlog: backlog.Val(), Line: line.Val()}
 	if v, err := left.Int(); err == nil {
 		st.Remaining = v
 	}
