@@ -16,6 +16,8 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 	"google.golang.org/grpc"
+
+	"github.com/seckill/seckill/worker"
 )
 
 // EngineCeiling is the Temporal engine's own rate on this system: no-op
@@ -49,8 +51,8 @@ type Engine struct {
 // order worker's (worker.New).
 const (
 	engineParallel      = 64
-	engineWorkflowSlots = 64
-	enginePollers       = 4
+	engineWorkflowSlots = worker.DefaultWorkflowTasks
+	enginePollers       = worker.Pollers
 )
 
 // benchNoop is the no-op workflow: it completes in its first workflow

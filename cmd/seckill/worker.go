@@ -19,6 +19,7 @@ import (
 type WorkerCmd struct {
 	Services
 	MaxConcurrentActivities int           `name:"max-concurrent-activities" env:"SECKILL_WORKER_ACTIVITIES" default:"64" help:"Activities running at once."`
+	MaxWorkflowTasks        int           `name:"max-concurrent-workflow-tasks" env:"SECKILL_WORKER_WORKFLOW_TASKS" default:"256" help:"Workflow tasks (with their local activities) running at once; keep it well above the relay's 64 starts in flight, so that starts are eager where the worker shares the relay's client."`
 	MetricsAddr             string        `name:"metrics-addr" env:"SECKILL_METRICS_ADDR" default:":9090" help:"Where the worker serves /metrics (empty = nowhere)."`
 	ReconcileInterval       time.Duration `name:"reconcile-interval" env:"SECKILL_RECONCILE_INTERVAL" default:"30s" help:"How often the worker repairs Redis/Postgres drift of live sales (0 = never)."`
 	RetireAfter             time.Duration `name:"retire-after" env:"SECKILL_RETIRE_AFTER" default:"24h" help:"How long after its end a drained sale whose orders are all final keeps its keys in Redis (negative = forever)."`
@@ -43,7 +44,7 @@ func (c *WorkerCmd) Run(ctx context.Context) error {
 		if err := waitTemporal(ctx, d.temporal); err != nil {
 			return err
 		}
-		w = worker.New(d.temporal, acts, worker.Options{MaxConcurrentActivities: c.MaxConcurrentActivities, Tracing: d.tracing})
+		w = worker.New(d.temporal, acts, worker.Options{MaxConcurrentActivities: c.MaxConcurrentActivities, MaxConcurrentWorkflowTasks: c.MaxWorkflowTasks, Tracing: d.tracing})
 		err := w.Start()
 		if err == nil {
 			break
