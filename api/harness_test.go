@@ -279,22 +279,9 @@ func (s *system) connect(user string) *socket {
 	return sk
 }
 
-// await returns the first event of order with status, failing after a
-// minute.
+// await returns the first event of order with status, failing after two
+// minutes.
 func (sk *socket) await(t *testing.T, orderID string, status domain.Status) domain.Event {
 	t.Helper()
-	timeout := time.After(2 * time.Minute)
-	for {
-		select {
-		case e, ok := <-sk.events:
-			if !ok {
-				t.Fatalf("socket closed before order %s reached %s", orderID, status)
-			}
-			if e.OrderID == orderID && e.Status == status {
-				return e
-			}
-		case <-timeout:
-			t.Fatalf("no %s event for order %s", status, orderID)
-		}
-	}
+	return awaitEvent(t, sk, orderID, string(status), func(e domain.Event) bool { return e.Status == status })
 }

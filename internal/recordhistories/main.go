@@ -61,18 +61,17 @@ func (f *fakes) record(id int64, name string) {
 }
 
 func (f *fakes) DeductStock(_ context.Context, ref domain.OrderRef) error {
-	f.record(ref.OrderID, "DeductStock")
-	f.mu.Lock()
-	oos := f.outOfStock[ref.OrderID]
-	f.mu.Unlock()
-	if oos {
-		return temporal.NewNonRetryableApplicationError("out of stock in database", activities.ErrTypeOutOfStock, nil)
-	}
-	return nil
+	return f.takeUnit(ref, "DeductStock")
 }
 
 func (f *fakes) PlaceOrder(_ context.Context, ref domain.OrderRef) error {
-	f.record(ref.OrderID, "PlaceOrder")
+	return f.takeUnit(ref, "PlaceOrder")
+}
+
+// takeUnit is the step that takes the order's unit (named step): it fails
+// as the real one does on a sold-out database for the orders in outOfStock.
+func (f *fakes) takeUnit(ref domain.OrderRef, step string) error {
+	f.record(ref.OrderID, step)
 	f.mu.Lock()
 	oos := f.outOfStock[ref.OrderID]
 	f.mu.Unlock()
