@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
@@ -81,13 +82,19 @@ func (s *Service) transition(ctx context.Context, user auth.User, id int64, upda
 	})
 	var st workflows.OrderState
 	if err == nil {
-		wctx, cancel := context.WithTimeout(ctx, s.cfg.PayWait)
+		deadline := time.Now().Add(s.cfg.PayWait)
+		wctx, cancel := context.WithDeadline(ctx, deadline)
 		err = h.Get(wctx, &st)
-		waited := wctx.Err() != nil
+		var expired *client.WorkflowUpdateServiceTimeoutOrCanceledError
+		waited := wctx.Err() != nil || !time.Now().Before(deadline) || errors.As(err, &expired)
 		cancel()
 		// Accepted, but not recorded within PayWait: the decision is final,
-		// so this is a 202, whatever error the SDK wraps the deadline in
-		// (a gRPC DeadlineExceeded status is not context.DeadlineExceeded).
+		// so this is a 202, whatever error the SDK wraps the deadline in. A
+		// gRPC DeadlineExceeded status is not context.DeadlineExceeded, and
+		// the server, which gets the deadline with the call, may cancel the
+		// stream (RST_STREAM CANCEL) a moment before this process's timer
+		// marks wctx done: the update's own wait timing out or being
+		// cancelled while the request lives is the same answer.
 		if err != nil && ctx.Err() == nil && waited {
 			return s.answer(ctx, id, want, false)
 		}
