@@ -77,19 +77,14 @@ func (s *socket) deliver(frame []byte, e domain.Event) bool {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return true
-	}
-	if len(s.queue) >= s.limit {
+	if !s.pushLocked(outFrame{data: frame}) {
 		return false
 	}
-	s.queue = append(s.queue, outFrame{data: frame})
 	if e.Status == domain.StatusPending {
 		s.watch(e)
 	} else {
 		s.settle(e.OrderID)
 	}
-	s.kick()
 	return true
 }
 
@@ -99,6 +94,11 @@ func (s *socket) ping() bool { return s.push(outFrame{ping: true}) }
 func (s *socket) push(f outFrame) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.pushLocked(f)
+}
+
+// pushLocked is push with s.mu held.
+func (s *socket) pushLocked(f outFrame) bool {
 	if s.closed {
 		return true // already closing: nothing to deliver, nobody to drop
 	}
