@@ -105,15 +105,9 @@ func (s *Service) Places(ctx context.Context, orders []domain.OrderRef) (map[int
 // that is not theirs is reported as not found, not forbidden, so ids cannot
 // be probed.
 func (s *Service) Get(ctx context.Context, user auth.User, id int64) (Order, error) {
-	row, err := s.deps.Store.Order(ctx, id)
-	switch {
-	case err == nil:
-		if row.UserID != user.ID && !user.Admin() {
-			return Order{}, domain.ErrNotFound
-		}
-		return view(row), nil
-	case !errors.Is(err, domain.ErrNotFound):
-		return Order{}, unavailable(err)
+	o, exists, err := s.row(ctx, user, id)
+	if exists || !errors.Is(err, domain.ErrNotFound) {
+		return o, err
 	}
 	// No row yet: the order may be admitted and on its way.
 	pending, err := s.pendingOf(ctx, user.ID)
@@ -128,14 +122,23 @@ func (s *Service) Get(ctx context.Context, user auth.User, id int64) (Order, err
 	// The order's workflow may have written its row since it was looked
 	// for (pendingOf then skips the order as written): look again, so an
 	// order moving from Redis to the database is never reported missing.
-	row, err = s.deps.Store.Order(ctx, id)
+	o, _, err = s.row(ctx, user, id)
+	return o, err
+}
+
+// row returns the order's row as user sees it, or domain.ErrNotFound when
+// there is none or it is not theirs; exists says whether the row exists.
+func (s *Service) row(ctx context.Context, user auth.User, id int64) (o Order, exists bool, err error) {
+	r, err := s.deps.Store.Order(ctx, id)
 	switch {
-	case err == nil && (row.UserID == user.ID || user.Admin()):
-		return view(row), nil
-	case err != nil && !errors.Is(err, domain.ErrNotFound):
-		return Order{}, unavailable(err)
+	case errors.Is(err, domain.ErrNotFound):
+		return Order{}, false, domain.ErrNotFound
+	case err != nil:
+		return Order{}, false, unavailable(err)
+	case r.UserID != user.ID && !user.Admin():
+		return Order{}, true, domain.ErrNotFound
 	}
-	return Order{}, domain.ErrNotFound
+	return view(r), true, nil
 }
 
 // List lists a user's orders since a time, newest first: the rows, plus
