@@ -81,10 +81,7 @@ func (a *Activities) PlaceOrder(ctx context.Context, ref domain.OrderRef) error 
 		return err
 	}
 	a.Metrics.entered(domain.StatusAwaitingPayment)
-	published := time.Now()
-	perr := a.Events.Publish(ctx, domain.NewEvent(ref.OrderID, ref.SaleID, ref.UserID, domain.StatusAwaitingPayment, "", published))
-	a.Metrics.observe("Notify", published, perr)
-	if perr != nil {
+	if perr := a.Notify(ctx, NotifyInput{Ref: ref, Status: domain.StatusAwaitingPayment}); perr != nil {
 		activity.GetLogger(ctx).Warn("notify buyer", "order_id", ref.OrderID, "status", domain.StatusAwaitingPayment, "err", perr)
 	}
 	return nil
