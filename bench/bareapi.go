@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"strconv"
@@ -13,13 +12,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/go-redsync/redsync/v4"
-	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/api/wire"
 	"github.com/seckill/seckill/domain"
-	"github.com/seckill/seckill/stock"
 )
 
 // HTTPLimit is the fastest admission over HTTP on this machine: the same
@@ -48,22 +44,8 @@ type BareAPI struct {
 // problem+json with the api's code. Close deletes the scratch keys.
 func BareReserveAPI(opts *redis.Options, db int) func(ctx context.Context, units, concurrency int) (*BareAPI, error) {
 	return func(ctx context.Context, units, concurrency int) (*BareAPI, error) {
-		o := *opts
-		o.DB = db
-		o.PoolSize = concurrency * 2
-		rdb := redis.NewClient(&o)
-		st := stock.New(rdb, redsync.New(goredis.NewPool(rdb)))
-		sale := int64(1<<50 + rand.IntN(1<<20))
-		keys := stock.KeysFor(sale)
-		cleanup := func() {
-			cctx := context.WithoutCancel(ctx)
-			rdb.Del(cctx, keys.All()...)
-			rdb.SRem(cctx, stock.SalesKey, sale)
-			rdb.Close()
-		}
-		if _, err := st.Warm(ctx, stock.Sale{ID: sale, PriceCents: 100, Remaining: units,
-			StartsAt: time.Now().Add(-time.Minute), EndsAt: time.Now().Add(time.Hour)}); err != nil {
-			cleanup()
+		st, sale, cleanup, err := scratchSale(ctx, opts, db, units, concurrency)
+		if err != nil {
 			return nil, err
 		}
 		ln, err := net.Listen("tcp", "127.0.0.1:0")

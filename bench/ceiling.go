@@ -22,23 +22,11 @@ import (
 // units and concurrency; the scratch keys are deleted afterwards.
 func RedisCeiling(opts *redis.Options, db int) func(ctx context.Context, users, units, concurrency int) (time.Duration, error) {
 	return func(ctx context.Context, users, units, concurrency int) (time.Duration, error) {
-		o := *opts
-		o.DB = db
-		o.PoolSize = concurrency * 2
-		rdb := redis.NewClient(&o)
-		defer rdb.Close()
-		st := stock.New(rdb, redsync.New(goredis.NewPool(rdb)))
-		sale := int64(1<<50 + rand.IntN(1<<20))
-		keys := stock.KeysFor(sale)
-		defer func() {
-			cctx := context.WithoutCancel(ctx)
-			rdb.Del(cctx, keys.All()...)
-			rdb.SRem(cctx, stock.SalesKey, sale)
-		}()
-		if _, err := st.Warm(ctx, stock.Sale{ID: sale, PriceCents: 100, Remaining: units,
-			StartsAt: time.Now().Add(-time.Minute), EndsAt: time.Now().Add(time.Hour)}); err != nil {
+		st, sale, cleanup, err := scratchSale(ctx, opts, db, units, concurrency)
+		if err != nil {
 			return 0, err
 		}
+		defer cleanup()
 		var (
 			next   atomic.Int64
 			wg     sync.WaitGroup
@@ -66,4 +54,29 @@ func RedisCeiling(opts *redis.Options, db int) func(ctx context.Context, users, 
 		}
 		return d, ctx.Err()
 	}
+}
+
+// scratchSale warms a scratch sale of units on a client of its own (a pool
+// for concurrency callers) to database db of the Redis at opts: not the
+// one seckill uses, so no relay ever sees its intents. cleanup deletes its
+// keys and closes the client.
+func scratchSale(ctx context.Context, opts *redis.Options, db, units, concurrency int) (st *stock.Stock, sale int64, cleanup func(), err error) {
+	o := *opts
+	o.DB = db
+	o.PoolSize = concurrency * 2
+	rdb := redis.NewClient(&o)
+	st = stock.New(rdb, redsync.New(goredis.NewPool(rdb)))
+	sale = int64(1<<50 + rand.IntN(1<<20))
+	cleanup = func() {
+		cctx := context.WithoutCancel(ctx)
+		rdb.Del(cctx, stock.KeysFor(sale).All()...)
+		rdb.SRem(cctx, stock.SalesKey, sale)
+		rdb.Close()
+	}
+	if _, err := st.Warm(ctx, stock.Sale{ID: sale, PriceCents: 100, Remaining: units,
+		StartsAt: time.Now().Add(-time.Minute), EndsAt: time.Now().Add(time.Hour)}); err != nil {
+		cleanup()
+		return nil, 0, nil, err
+	}
+	return st, sale, cleanup, nil
 }
