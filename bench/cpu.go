@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -241,13 +240,20 @@ func (m *CPUMeter) read(ctx context.Context, src CPUSource) (map[string]float64,
 }
 
 func (m *CPUMeter) metricsCPU(ctx context.Context, url string) (float64, error) {
+	return scrape(ctx, m.http, url, "process_cpu_seconds_total")
+}
+
+// scrape reads the value of the one unlabelled series name (a process
+// collector's, e.g. process_cpu_seconds_total) from the Prometheus /metrics
+// at url.
+func scrape(ctx context.Context, hc *http.Client, url, name string) (float64, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return 0, err
 	}
 	// The plain text format: expfmt's text parser reads it.
 	req.Header.Set("Accept", string(expfmt.NewFormat(expfmt.TypeTextPlain)))
-	resp, err := m.http.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return 0, err
 	}
@@ -255,23 +261,27 @@ func (m *CPUMeter) metricsCPU(ctx context.Context, url string) (float64, error) 
 	if resp.StatusCode != http.StatusOK {
 		return 0, fmt.Errorf("GET %s: HTTP %d", url, resp.StatusCode)
 	}
-	return processCPU(resp.Body)
+	v, err := metricValue(resp.Body, name)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", url, err)
+	}
+	return v, nil
 }
 
-// processCPU reads process_cpu_seconds_total from a Prometheus text
-// exposition.
-func processCPU(r io.Reader) (float64, error) {
+// metricValue reads the value of the series name from a Prometheus text
+// exposition: the first of its series, which for a process collector's
+// metric is the only one.
+func metricValue(r io.Reader, name string) (float64, error) {
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := p.TextToMetricFamilies(r)
 	if err != nil {
 		return 0, fmt.Errorf("parse /metrics: %w", err)
 	}
-	fam, ok := fams["process_cpu_seconds_total"]
+	fam, ok := fams[name]
 	if !ok || len(fam.GetMetric()) == 0 {
-		return 0, errors.New("no process_cpu_seconds_total in /metrics")
+		return 0, fmt.Errorf("no %s in /metrics", name)
 	}
-	// The process collector exports one unlabelled series; a counter and an
-	// untyped sample are both read.
+	// A counter, a gauge and an untyped sample are all read.
 	m := fam.GetMetric()[0]
 	switch {
 	case m.GetCounter() != nil:
@@ -281,7 +291,7 @@ func processCPU(r io.Reader) (float64, error) {
 	case m.GetGauge() != nil:
 		return m.GetGauge().GetValue(), nil
 	}
-	return 0, errors.New("process_cpu_seconds_total has no value")
+	return 0, fmt.Errorf("%s has no value", name)
 }
 
 // redisCPU is the Redis server's own CPU (every thread of its process) from

@@ -93,15 +93,15 @@ seckill_purchases_total{code="ACCEPTED"} 100
 		{name: "not an exposition", wantErr: "parse /metrics", text: "<html>502 Bad Gateway</html>\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := processCPU(strings.NewReader(tc.text))
+			got, err := metricValue(strings.NewReader(tc.text), "process_cpu_seconds_total")
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("processCPU = %v, %v; want an error with %q", got, err, tc.wantErr)
+					t.Fatalf("metricValue = %v, %v; want an error with %q", got, err, tc.wantErr)
 				}
 				return
 			}
 			if err != nil || got != tc.want {
-				t.Fatalf("processCPU = %v, %v; want %v", got, err, tc.want)
+				t.Fatalf("metricValue = %v, %v; want %v", got, err, tc.want)
 			}
 		})
 	}

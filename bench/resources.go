@@ -1,12 +1,9 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"math"
-	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,23 +26,8 @@ type Memory struct {
 
 // rss reads the api's resident memory in MiB from /metrics.
 func (c *target) rss(ctx context.Context) (float64, error) {
-	req, err := http.NewRequestWithContext(ctx, "GET", c.base+"/metrics", nil)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "process_resident_memory_bytes "); ok {
-			b, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			return b / (1 << 20), err
-		}
-	}
-	return 0, fmt.Errorf("no process_resident_memory_bytes in %s/metrics", c.base)
+	b, err := scrape(ctx, c.http, c.base+"/metrics", "process_resident_memory_bytes")
+	return b / (1 << 20), err
 }
 
 // watchRSS samples the api's resident memory until ctx ends and returns
