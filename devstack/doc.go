@@ -3,8 +3,9 @@
 // the Go toolchain.
 //
 // StartTemporal runs a real Temporal server (go.temporal.io/server, all four
-// services in one process) on SQLite persistence, in memory by default or in a
-// file for persistence across restarts, together with the Temporal Web UI
+// services in one process) on SQLite persistence, in memory by default (a
+// WAL-mode file on tmpfs, /dev/shm, where the machine has it; SQLite's memory
+// mode elsewhere) or in a file for persistence across restarts, together with the Temporal Web UI
 // (github.com/temporalio/ui-server). Every port it listens on is either the one
 // asked for, checked to be free beforehand, or a free one picked at start, so
 // several servers can run side by side on one machine, e.g. in parallel tests.

@@ -40,8 +40,11 @@ type TemporalOptions struct {
 	UIPort int
 	// Namespace is registered at start; default "default".
 	Namespace string
-	// DBFile is the SQLite file to persist to ("" = in memory). It is created,
-	// with the schema, when missing; its parent directory too.
+	// DBFile is the SQLite file to persist to, in WAL mode. It is created,
+	// with the schema, when missing; its parent directory too. "" keeps
+	// nothing: the database is a file in a directory of its own on tmpfs
+	// (/dev/shm), removed at Stop, or SQLite's memory mode where there is
+	// no tmpfs.
 	DBFile string
 	// HistoryShards defaults to 1. It is fixed when a DBFile is created: on an
 	// existing file the server keeps the persisted count and ignores this one.

@@ -18,6 +18,8 @@ import (
 	sqliteplugin "go.temporal.io/server/common/persistence/sql/sqlplugin/sqlite"
 	"go.temporal.io/server/common/resolver"
 	sqliteschema "go.temporal.io/server/schema/sqlite"
+
+	"github.com/seckill/seckill/internal/scratch"
 )
 
 // memDBSeq makes the names of in-memory databases unique in the process: the
@@ -25,33 +27,77 @@ import (
 // in-memory name would share (and corrupt) one database.
 var memDBSeq atomic.Int64
 
-// prepareDatabase returns the SQLite store config, after creating the schema
-// (for a new file) and the namespace (unless it exists).
-func prepareDatabase(ctx context.Context, opts TemporalOptions) (*config.SQL, error) {
-	sqlCfg := &config.SQL{PluginName: sqliteplugin.PluginName}
-	if opts.DBFile == "" {
-		// The plugin creates the schema itself for in-memory databases.
-		sqlCfg.DatabaseName = fmt.Sprintf("devstack-%d-%d", os.Getpid(), memDBSeq.Add(1))
-		sqlCfg.ConnectAttributes = map[string]string{"mode": "memory", "cache": "shared"}
-	} else {
-		path, err := filepath.Abs(opts.DBFile)
-		if err != nil {
-			return nil, fmt.Errorf("devstack: database file %q: %w", opts.DBFile, err)
-		}
-		sqlCfg.DatabaseName = path
-		sqlCfg.ConnectAttributes = map[string]string{"mode": "rwc"}
-		if err := ensureSchema(sqlCfg, path); err != nil {
-			return nil, err
-		}
-		if err := forgetMembership(ctx, sqlCfg); err != nil {
-			return nil, err
-		}
-	}
+// scratchPrefix names the tmpfs directories (scratch.Root) that hold the
+// databases of servers that keep nothing (DBFile == ""), where the machine
+// has tmpfs: a WAL-mode file there costs the engine less CPU and memory
+// than SQLite's own memory mode (docs/performance.md, "Levers").
+const scratchPrefix = "seckill-temporal-"
 
-	if err := createNamespace(sqlCfg, opts); err != nil {
-		return nil, err
+// database is where a server's SQLite store lives.
+type database struct {
+	cfg *config.SQL
+	// scratch is the tmpfs directory of a database that must not outlive
+	// the server, removed by Stop; "" for a DBFile or SQLite's memory mode.
+	scratch string
+}
+
+// prepareDatabase returns the SQLite store, after creating the schema (for
+// a new file) and the namespace (unless it exists).
+func prepareDatabase(ctx context.Context, opts TemporalOptions) (database, error) {
+	db := database{cfg: &config.SQL{PluginName: sqliteplugin.PluginName}}
+	path := opts.DBFile
+	if path == "" {
+		db.scratch = scratch.Dir(scratch.Root, scratchPrefix)
+		if db.scratch != "" {
+			path = filepath.Join(db.scratch, "temporal.db")
+		}
 	}
-	return sqlCfg, nil
+	if path == "" {
+		// No tmpfs here: SQLite's memory mode. The plugin creates the
+		// schema itself for in-memory databases.
+		db.cfg.DatabaseName = fmt.Sprintf("devstack-%d-%d", os.Getpid(), memDBSeq.Add(1))
+		db.cfg.ConnectAttributes = map[string]string{"mode": "memory", "cache": "shared"}
+	} else if err := prepareFile(ctx, db.cfg, path); err != nil {
+		db.remove()
+		return database{}, err
+	}
+	if err := createNamespace(db.cfg, opts); err != nil {
+		db.remove()
+		return database{}, err
+	}
+	return db, nil
+}
+
+func prepareFile(ctx context.Context, sqlCfg *config.SQL, file string) error {
+	path, err := filepath.Abs(file)
+	if err != nil {
+		return fmt.Errorf("devstack: database file %q: %w", file, err)
+	}
+	sqlCfg.DatabaseName = path
+	sqlCfg.ConnectAttributes = fileAttributes()
+	if err := ensureSchema(sqlCfg, path); err != nil {
+		return err
+	}
+	return forgetMembership(ctx, sqlCfg)
+}
+
+// remove deletes a scratch database. The plugin keeps its connection open
+// for the life of the process (see doc.go), so the memory returns at exit,
+// as it would in SQLite's memory mode.
+func (db database) remove() {
+	if db.scratch != "" {
+		_ = os.RemoveAll(db.scratch)
+	}
+}
+
+// fileAttributes open a database file in WAL mode with synchronous=NORMAL:
+// a commit appends to the log without waiting for the disk, and a crash of
+// the process loses nothing committed (a power cut may lose the last
+// commits, acceptable for a development server). The rollback journal,
+// SQLite's default, rewrote and synced the journal on every one of the
+// engine's many small transactions.
+func fileAttributes() map[string]string {
+	return map[string]string{"mode": "rwc", "journal_mode": "wal", "synchronous": "normal"}
 }
 
 func ensureSchema(sqlCfg *config.SQL, path string) error {

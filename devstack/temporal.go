@@ -23,6 +23,7 @@ import (
 // disabled. Stop it with Stop.
 type Temporal struct {
 	server    temporal.Server
+	db        database
 	ui        *uiserver.Server
 	uiDone    chan struct{}
 	frontend  string
@@ -89,12 +90,12 @@ func StartTemporal(ctx context.Context, opts TemporalOptions) (*Temporal, error)
 		return nil, err
 	}
 
-	sqlCfg, err := prepareDatabase(ctx, opts)
+	db, err := prepareDatabase(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
 
-	cfg := serverConfig(opts, sqlCfg, services, hosts.internal, frontendAddr)
+	cfg := serverConfig(opts, db.cfg, services, hosts.internal, frontendAddr)
 	dc := make(dynamicconfig.StaticClient, len(opts.DynamicConfig))
 	for k, v := range opts.DynamicConfig {
 		dc[dynamicconfig.MakeKey(k)] = v
@@ -120,14 +121,16 @@ func StartTemporal(ctx context.Context, opts TemporalOptions) (*Temporal, error)
 		return err
 	})
 	if err != nil {
+		db.remove()
 		return nil, fmt.Errorf("devstack: create temporal server: %w", err)
 	}
 	if err := recoverFatal(srv.Start); err != nil {
 		_ = recoverFatal(srv.Stop)
+		db.remove()
 		return nil, fmt.Errorf("devstack: start temporal server: %w", err)
 	}
 
-	t := &Temporal{server: srv, frontend: frontendAddr, namespace: opts.Namespace, quiet: quiet}
+	t := &Temporal{server: srv, db: db, frontend: frontendAddr, namespace: opts.Namespace, quiet: quiet}
 	if err := t.configure(ctx, opts, logger); err != nil {
 		_ = t.Stop()
 		return nil, err
@@ -163,6 +166,7 @@ func (t *Temporal) Stop() error {
 		if err := recoverFatal(t.server.Stop); err != nil {
 			t.stopErr = fmt.Errorf("devstack: stop temporal server: %w", err)
 		}
+		t.db.remove()
 	})
 	return t.stopErr
 }
