@@ -3,6 +3,7 @@ package devstack
 import (
 	"fmt"
 	"log/slog"
+	"maps"
 	"time"
 
 	enums "go.temporal.io/api/enums/v1"
@@ -26,6 +27,17 @@ const (
 
 	pollInterval = 100 * time.Millisecond
 )
+
+// defaultDynamicConfig is what a one-host server needs other than the
+// server's defaults, which are a cluster's. A task queue has one partition:
+// with the default four, a workflow task that found no poller waiting was
+// written to one of four partitions, and the three that are not the root
+// forward to it at 10 tasks a second each (matching.forwarderMaxRatePerSecond),
+// so a backlog of non-eager starts drained at ~40 workflows a second.
+var defaultDynamicConfig = map[string]any{
+	"matching.numTaskqueueReadPartitions":  1,
+	"matching.numTaskqueueWritePartitions": 1,
+}
 
 // TemporalOptions configures StartTemporal. The zero value is a usable dev
 // server: in memory, on free ports, namespace "default", with the Web UI.
@@ -66,7 +78,8 @@ type TemporalOptions struct {
 	// Logger receives the server's log lines; nil logs text to stderr.
 	Logger *slog.Logger
 	// DynamicConfig overrides server dynamic config, keyed as in the server's
-	// dynamicconfig package (e.g. "frontend.rps": 10000).
+	// dynamicconfig package (e.g. "frontend.rps": 10000), on top of
+	// defaultDynamicConfig.
 	DynamicConfig map[string]any
 }
 
@@ -86,6 +99,10 @@ func (o *TemporalOptions) setDefaults() error {
 	if o.LogLevel == "" {
 		o.LogLevel = defaultLogLevel
 	}
+	dc := make(map[string]any, len(defaultDynamicConfig)+len(o.DynamicConfig))
+	maps.Copy(dc, defaultDynamicConfig)
+	maps.Copy(dc, o.DynamicConfig)
+	o.DynamicConfig = dc
 	switch {
 	case o.Port < 0 || o.Port > 65535:
 		return fmt.Errorf("devstack: invalid frontend port %d", o.Port)
