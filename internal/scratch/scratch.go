@@ -64,5 +64,6 @@ func exited(pid int) bool {
 	if err != nil {
 		return false
 	}
+	defer func() { _ = p.Release() }() // on Linux it holds a pidfd until then
 	return errors.Is(p.Signal(syscall.Signal(0)), os.ErrProcessDone)
 }
