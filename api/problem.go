@@ -83,7 +83,7 @@ func toHTTP(ctx context.Context, err error) error {
 	}
 	var (
 		written huma.StatusError
-		limited *orders.RateLimitedError
+		limited *domain.RateLimitedError
 	)
 	switch {
 	case errors.As(err, &written):
@@ -109,7 +109,7 @@ func problemFor(err error) *wire.Problem {
 	var (
 		already *domain.AlreadyPurchasedError
 		state   *domain.StateError
-		limited *orders.RateLimitedError
+		limited *domain.RateLimitedError
 		written *wire.Problem
 	)
 	switch {

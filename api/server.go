@@ -34,7 +34,8 @@ import (
 // Config tunes the api. Zero values take the defaults of withDefaults.
 type Config struct {
 	// UserRate and SaleRate bound purchase requests per second per buyer
-	// and per sale; 0 takes the default, a negative value disables the limit.
+	// (on one sale) and per sale; 0 takes the default, a negative value
+	// disables the limit.
 	UserRate int
 	SaleRate int
 	// WSConnectRate bounds websocket connects per second per user (same

@@ -176,6 +176,16 @@ var (
 	ErrSaleCancelled = errors.New("sale cancelled")
 )
 
+// RateLimitedError refuses a request beyond a rate limit; RetryAfter is
+// how long until it would be allowed.
+type RateLimitedError struct {
+	RetryAfter time.Duration
+}
+
+func (e *RateLimitedError) Error() string {
+	return fmt.Sprintf("too many requests; retry after %s", e.RetryAfter)
+}
+
 // AlreadyPurchasedError is returned when the buyer already holds a unit of
 // the sale; OrderID is that order, so a retried request can find it.
 type AlreadyPurchasedError struct {

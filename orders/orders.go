@@ -47,9 +47,11 @@ type Order struct {
 // Config tunes the use cases.
 type Config struct {
 	// IPRate, UserRate and SaleRate bound purchases per second per client
-	// address, buyer and sale; 0 or negative: no limit. IPRate and UserRate
-	// are kept in Redis and hold across api instances; SaleRate is kept in
-	// each instance's memory, so a sale's budget is SaleRate per instance.
+	// address, buyer (on one sale) and sale; 0 or negative: no limit.
+	// IPRate and UserRate are kept in Redis and hold across api instances
+	// (UserRate in the reservation's own script run, Stock.Admit);
+	// SaleRate is kept in each instance's memory, so a sale's budget is
+	// SaleRate per instance.
 	IPRate, UserRate, SaleRate int
 	// SoldOutTTL bounds how long the local sold-out flag of a sale is
 	// trusted without a restock event.

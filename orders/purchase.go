@@ -15,6 +15,7 @@ import (
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/relay"
+	"github.com/seckill/seckill/stock"
 )
 
 // PurchaseRequest is one buyer asking for one unit of a sale.
@@ -28,21 +29,12 @@ type PurchaseRequest struct {
 	IdempotencyKey string
 }
 
-// RateLimitedError refuses a request beyond a rate limit.
-type RateLimitedError struct {
-	RetryAfter time.Duration
-}
-
-func (e *RateLimitedError) Error() string {
-	return fmt.Sprintf("too many requests; retry after %s", e.RetryAfter)
-}
-
 // Purchase runs the admission path: sold-out flag, rate limits, a fenced
 // order id, the reservation in Redis (loading the sale from the database
 // if Redis does not hold it). It returns the order holding the buyer's
 // unit: the new one, or, for a retry of the winning request, the first.
 // Refusals are domain errors (sold out, already purchased, not started,
-// ended, unknown sale), *RateLimitedError, or domain.ErrUnavailable;
+// ended, unknown sale), *domain.RateLimitedError, or domain.ErrUnavailable;
 // an unconfirmed order-id lease wraps orderid.ErrUnfenced too.
 func (s *Service) Purchase(ctx context.Context, req PurchaseRequest) (int64, error) {
 	saleID, userID, idemKey := req.SaleID, req.UserID, req.IdempotencyKey
@@ -66,17 +58,19 @@ func (s *Service) Purchase(ctx context.Context, req PurchaseRequest) (int64, err
 	if err := s.Allow(ctx, "ip:"+req.ClientIP, s.cfg.IPRate); err != nil {
 		return 0, err
 	}
-	if err := s.Allow(ctx, "user:"+userID, s.cfg.UserRate); err != nil {
-		return 0, err
-	}
+	// The buyer's limit is checked in the reservation's own script run
+	// (Stock.Admit), so it holds across api instances at no round trip of
+	// its own; a request it refuses has cost Redis that run, and counts
+	// against the sale's budget like any other.
 	if !s.saleLimits.allow(saleID) {
-		return 0, &RateLimitedError{RetryAfter: s.saleLimits.retryAfter()}
+		return 0, &domain.RateLimitedError{RetryAfter: s.saleLimits.retryAfter()}
 	}
 	minted, err := s.mint()
 	if err != nil {
 		return 0, err
 	}
-	id, err := s.reserve(ctx, saleID, userID, minted, idemKey)
+	p := stock.Purchase{SaleID: saleID, UserID: userID, OrderID: minted, IdempotencyKey: idemKey, BuyerRate: s.cfg.UserRate}
+	id, err := s.reserve(ctx, p)
 	if errors.Is(err, domain.ErrUnknownSale) {
 		// Redis does not know the sale: never warmed, or Redis lost it.
 		// Load it from the database, which knows.
@@ -92,7 +86,8 @@ func (s *Service) Purchase(ctx context.Context, req PurchaseRequest) (int64, err
 		if werr := Warm(ctx, s.deps.Store, s.deps.Stock, sl); werr != nil {
 			return 0, unavailable(werr)
 		}
-		id, err = s.reserve(ctx, saleID, userID, minted, idemKey)
+		p.BuyerRate = 0 // the first run counted this request
+		id, err = s.reserve(ctx, p)
 	}
 	switch {
 	case err == nil:
@@ -104,20 +99,21 @@ func (s *Service) Purchase(ctx context.Context, req PurchaseRequest) (int64, err
 	return 0, admissionError(err)
 }
 
-// reserve is Stock.Reserve, in a span of its own when tracing is on: the
+// reserve is Stock.Admit, in a span of its own when tracing is on: the
 // intent then carries the span's trace context, so the relay starts the
 // order's workflow in the purchase's trace. Tracing off, it adds nothing.
-func (s *Service) reserve(ctx context.Context, saleID int64, userID string, orderID int64, idemKey string) (int64, error) {
+func (s *Service) reserve(ctx context.Context, p stock.Purchase) (int64, error) {
 	if s.deps.Tracer == nil {
-		return s.deps.Stock.Reserve(ctx, saleID, userID, orderID, idemKey)
+		return s.deps.Stock.Admit(ctx, p)
 	}
 	rctx, span := s.deps.Tracer.Start(ctx, "stock.Reserve", trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(attribute.String("sale.id", strconv.FormatInt(saleID, 10)),
-			attribute.String("user.id", userID)))
+		trace.WithAttributes(attribute.String("sale.id", strconv.FormatInt(p.SaleID, 10)),
+			attribute.String("user.id", p.UserID)))
 	defer span.End()
 	carrier := propagation.MapCarrier{}
 	propagation.TraceContext{}.Inject(rctx, carrier)
-	id, err := s.deps.Stock.ReserveTraced(rctx, saleID, userID, orderID, idemKey, carrier["traceparent"])
+	p.Traceparent = carrier["traceparent"]
+	id, err := s.deps.Stock.Admit(rctx, p)
 	switch {
 	case err == nil:
 		// The order that holds the buyer's unit: the minted one, or the
@@ -137,8 +133,9 @@ func (s *Service) reserve(ctx context.Context, saleID int64, userID string, orde
 // and marks anything else as unavailability.
 func admissionError(err error) error {
 	var already *domain.AlreadyPurchasedError
+	var limited *domain.RateLimitedError
 	switch {
-	case errors.As(err, &already), errors.Is(err, domain.ErrSoldOut), errors.Is(err, domain.ErrNotStarted),
+	case errors.As(err, &already), errors.As(err, &limited), errors.Is(err, domain.ErrSoldOut), errors.Is(err, domain.ErrNotStarted),
 		errors.Is(err, domain.ErrEnded), errors.Is(err, domain.ErrUnknownSale):
 		return err
 	}
@@ -157,7 +154,7 @@ func (s *Service) mint() (int64, error) {
 }
 
 // Allow spends one request of the per-second budget under key (0 or
-// less: no limit), or refuses with *RateLimitedError. The api's websocket
+// less: no limit), or refuses with *domain.RateLimitedError. The api's websocket
 // connects are limited by it too.
 func (s *Service) Allow(ctx context.Context, key string, perSecond int) error {
 	if perSecond <= 0 {
@@ -168,7 +165,7 @@ func (s *Service) Allow(ctx context.Context, key string, perSecond int) error {
 		return unavailable(fmt.Errorf("rate limiter: %w", err))
 	}
 	if res.Allowed == 0 {
-		return &RateLimitedError{RetryAfter: res.RetryAfter}
+		return &domain.RateLimitedError{RetryAfter: res.RetryAfter}
 	}
 	return nil
 }

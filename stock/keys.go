@@ -30,7 +30,7 @@ type Keys struct {
 
 // KeysFor returns the keys of sale id.
 func KeysFor(saleID int64) Keys {
-	p := "seckill:{sale:" + strconv.FormatInt(saleID, 10) + "}:"
+	p := keyPrefix(saleID)
 	return Keys{Meta: p + "meta", Stock: p + "stock", Buyers: p + "buyers", Intents: p + "intents", Idem: p + "idem",
 		Version: p + "ver", Released: p + "released", Line: p + "line", Started: p + "started"}
 }
@@ -39,6 +39,16 @@ func KeysFor(saleID int64) Keys {
 func (k Keys) All() []string {
 	return []string{k.Meta, k.Stock, k.Buyers, k.Intents, k.Idem, k.Version, k.Released, k.Line, k.Started}
 }
+
+// RateKey holds a buyer's rate limit state for one sale (limit.lua).
+// It carries the sale's hash tag, so on Redis Cluster it lives in the
+// slot of the keys reserve.lua touches with it; it expires by itself.
+func RateKey(saleID int64, userID string) string {
+	return keyPrefix(saleID) + "rate:" + userID
+}
+
+// keyPrefix starts every key of a sale, hash tag included.
+func keyPrefix(saleID int64) string { return "seckill:{sale:" + strconv.FormatInt(saleID, 10) + "}:" }
 
 // SalesKey is the set of sale ids loaded into Redis. The relay reads it to
 // find the intent streams it must drain.

@@ -21,12 +21,16 @@ import (
 var (
 	// admit.lua holds the admission checks; reserve.lua and lookup.lua
 	// are its two endings, so a lookup answers what a reservation would.
+	// A reservation checks the buyer's rate limit first (limit.lua).
 	//go:embed admit.lua
 	admitSrc string
 
+	//go:embed limit.lua
+	limitSrc string
+
 	//go:embed reserve.lua
 	reserveSrc    string
-	reserveScript = redis.NewScript(admitSrc + reserveSrc)
+	reserveScript = redis.NewScript(limitSrc + admitSrc + reserveSrc)
 
 	//go:embed lookup.lua
 	lookupSrc    string
@@ -64,22 +68,46 @@ func New(rdb redis.UniversalClient, locks *redsync.Redsync) *Stock {
 // Client is the Redis client the scripts run on.
 func (s *Stock) Client() redis.UniversalClient { return s.rdb }
 
-// Reserve admits userID to sale saleID under the freshly minted orderID.
-// It returns the order id that holds the buyer's unit, or one of
-// domain.ErrSoldOut, ErrNotStarted, ErrEnded, ErrUnknownSale (not warmed),
-// *domain.AlreadyPurchasedError, or a wrapped Redis error. idemKey, if not
-// empty, is the request's Idempotency-Key: a retry with the key of the
-// request that won gets that order back as a success.
+// Reserve admits userID to sale saleID under the freshly minted orderID,
+// with no rate limit and no trace context: Admit with only these fields.
 func (s *Stock) Reserve(ctx context.Context, saleID int64, userID string, orderID int64, idemKey string) (int64, error) {
-	return s.ReserveTraced(ctx, saleID, userID, orderID, idemKey, "")
+	return s.Admit(ctx, Purchase{SaleID: saleID, UserID: userID, OrderID: orderID, IdempotencyKey: idemKey})
 }
 
-// ReserveTraced is Reserve with the W3C traceparent of the purchase, which
-// the intent carries to the relay so that the order's workflow joins the
-// purchase's trace; "" writes none.
-func (s *Stock) ReserveTraced(ctx context.Context, saleID int64, userID string, orderID int64, idemKey, traceparent string) (int64, error) {
-	res, err := reserveScript.Run(ctx, s.rdb, admitKeys(saleID),
-		userID, strconv.FormatInt(orderID, 10), idemKey, traceparent).Slice()
+// Purchase is one buyer's request for a unit of a sale, as Admit takes it.
+type Purchase struct {
+	SaleID int64
+	UserID string
+	// OrderID is the freshly minted id the order gets if the buyer wins.
+	OrderID int64
+	// IdempotencyKey, if not empty, is the request's Idempotency-Key: a
+	// retry with the key of the request that won gets that order back as
+	// a success.
+	IdempotencyKey string
+	// Traceparent is the W3C trace context of the purchase, which the
+	// intent carries to the relay so that the order's workflow joins the
+	// purchase's trace; "" writes none.
+	Traceparent string
+	// BuyerRate bounds the buyer's purchase requests of this sale per
+	// second (a burst of one second's worth), checked in the same script
+	// run as the reservation (limit.lua); 0 or less: no limit.
+	BuyerRate int
+}
+
+// Admit runs one purchase in one script run: the buyer's rate limit, the
+// admission checks, the reservation. It returns the order id that holds
+// the buyer's unit (the minted one, or the first one for a retry of the
+// winning request), or one of *domain.RateLimitedError (nothing was
+// read or written), domain.ErrSoldOut, ErrNotStarted, ErrEnded,
+// ErrUnknownSale (not warmed), *domain.AlreadyPurchasedError, or a
+// wrapped Redis error.
+func (s *Stock) Admit(ctx context.Context, p Purchase) (int64, error) {
+	rate := ""
+	if p.BuyerRate > 0 {
+		rate = strconv.Itoa(p.BuyerRate)
+	}
+	res, err := reserveScript.Run(ctx, s.rdb, append(admitKeys(p.SaleID), RateKey(p.SaleID, p.UserID)),
+		p.UserID, strconv.FormatInt(p.OrderID, 10), p.IdempotencyKey, p.Traceparent, rate).Slice()
 	_, id, err := admission("reserve", res, err)
 	return id, err
 }
@@ -103,8 +131,12 @@ func admitKeys(saleID int64) []string {
 	return []string{k.Meta, k.Stock, k.Buyers, k.Intents, k.Idem, k.Version, k.Line}
 }
 
-// codeOpen is lookup.lua's answer when reserve.lua would admit the buyer.
-const codeOpen = 7
+// codeOpen is lookup.lua's answer when reserve.lua would admit the buyer;
+// codeLimited is limit.lua's answer for a buyer over the rate limit.
+const (
+	codeOpen    = 7
+	codeLimited = 8
+)
 
 // admission decodes the {code, order id} reply of reserve.lua and
 // lookup.lua (see admit.lua) into the order id and the business outcome
@@ -137,6 +169,12 @@ func admission(op string, res []any, err error) (code, orderID int64, _ error) {
 		return code, 0, domain.ErrUnknownSale
 	case codeOpen:
 		return code, 0, nil
+	case codeLimited:
+		ms, err := strconv.ParseInt(fmt.Sprint(res[1]), 10, 64)
+		if err != nil {
+			return code, 0, fmt.Errorf("%s: bad retry delay %q: %w", op, res[1], err)
+		}
+		return code, 0, &domain.RateLimitedError{RetryAfter: time.Duration(ms) * time.Millisecond}
 	}
 	return code, 0, fmt.Errorf("%s: unknown code %d", op, code)
 }

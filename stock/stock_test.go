@@ -275,7 +275,7 @@ func TestKeysOfASaleShareOneSlot(t *testing.T) {
 	for _, sale := range []int64{1, 42, 123456789} {
 		k := stock.KeysFor(sale)
 		var first int64 = -1
-		for _, key := range k.All() {
+		for _, key := range append(k.All(), stock.RateKey(sale, "some-buyer")) {
 			slot, err := c.ClusterKeySlot(ctx, key).Result()
 			if err != nil {
 				t.Fatal(err)

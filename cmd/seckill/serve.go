@@ -35,7 +35,7 @@ func (a AuthFlags) signer() (*auth.Signer, error) {
 type APIFlags struct {
 	HTTPAddr       string        `name:"http-addr" env:"SECKILL_HTTP_ADDR" default:":8080" help:"Address the api listens on."`
 	AllowedOrigins []string      `name:"allowed-origins" env:"SECKILL_ALLOWED_ORIGINS" sep:"," help:"Origins allowed to open websockets (comma-separated); default: same origin only."`
-	UserRate       int           `name:"user-rate" env:"SECKILL_USER_RATE" default:"5" help:"Purchase requests per second per buyer (0 = no limit)."`
+	UserRate       int           `name:"user-rate" env:"SECKILL_USER_RATE" default:"5" help:"Purchase requests per second per buyer and sale (0 = no limit)."`
 	SaleRate       int           `name:"sale-rate" env:"SECKILL_SALE_RATE" default:"100000" help:"Purchase requests per second per sale (0 = no limit)."`
 	WSConnectRate  int           `name:"ws-connect-rate" env:"SECKILL_WS_CONNECT_RATE" default:"5" help:"Websocket connects per second per user (0 = no limit)."`
 	IPRate         int           `name:"ip-rate" env:"SECKILL_IP_RATE" default:"0" help:"Purchases and websocket connects per second per client address (0 = no limit; behind a proxy set --trusted-proxies)."`
