@@ -41,6 +41,21 @@ const (
 	Pollers              = 4
 )
 
+// DefaultStickyCache is the SDK's own default for SetStickyCache.
+const DefaultStickyCache = 10_000
+
+// SetStickyCache sets how many workflows the process's workers keep in
+// memory between their workflow tasks (the SDK's sticky cache, one per
+// process); n <= 0 keeps the SDK's default. A task for an order that is
+// not kept fetches and replays its history first: an order awaiting
+// payment stays open for its payment timeout, and its pay or cancel is
+// such a task. Call it before the first worker starts.
+func SetStickyCache(n int) {
+	if n > 0 {
+		sdkworker.SetStickyWorkflowCacheSize(n)
+	}
+}
+
 // New returns a worker for the order saga; call Run or Start on it.
 func New(c client.Client, acts *activities.Activities, opts Options) sdkworker.Worker {
 	if opts.MaxConcurrentActivities == 0 {

@@ -39,6 +39,7 @@ type DevCmd struct {
 	DataDir           string `name:"data-dir" env:"SECKILL_DATA_DIR" default:".seckill" help:"Where the embedded database and Temporal keep their state."`
 	Memory            bool   `name:"memory" help:"Keep nothing on disk (the embedded database and Temporal in memory)."`
 	SeedStock         int    `name:"seed-stock" default:"100" help:"Units of the demo sale seeded at start (0 = no demo sale)."`
+	StickyCache       int    `name:"sticky-cache" env:"SECKILL_STICKY_CACHE" default:"10000" help:"Orders whose workflow the worker keeps in memory between tasks; a pay or cancel of one not kept replays its history first."`
 	Verbose           bool   `name:"verbose" help:"Log the embedded Temporal server at info level instead of warn."`
 }
 
@@ -57,6 +58,9 @@ func (c *DevCmd) Run(ctx context.Context) error {
 		}
 	}
 
+	// The process has one sticky cache, made by its first worker: the
+	// embedded server's own system workers start before the saga's.
+	worker.SetStickyCache(c.StickyCache)
 	svc := Services{
 		DatabaseURL: c.DatabaseURL, RedisAddr: c.RedisAddr,
 		TemporalAddress: c.TemporalAddress, TemporalNamespace: c.TemporalNamespace,
