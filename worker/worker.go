@@ -41,12 +41,9 @@ const (
 	Pollers              = 4
 )
 
-// DefaultStickyCache is the SDK's own default for SetStickyCache.
-const DefaultStickyCache = 10_000
-
 // SetStickyCache sets how many workflows the process's workers keep in
 // memory between their workflow tasks (the SDK's sticky cache, one per
-// process); n <= 0 keeps the SDK's default. A task for an order that is
+// process); n <= 0 keeps the SDK's default, 10,000. A task for an order that is
 // not kept fetches and replays its history first: an order awaiting
 // payment stays open for its payment timeout, and its pay or cancel is
 // such a task. Call it before the first worker starts.

@@ -29,6 +29,7 @@ import (
 type DevCmd struct {
 	AuthFlags
 	APIFlags `embed:""`
+	CacheFlags
 
 	DatabaseURL       string `name:"database-url" env:"DATABASE_URL" help:"Use this database instead of the embedded one."`
 	RedisAddr         string `name:"redis-addr" env:"REDIS_ADDR" help:"Use this Redis instead of the in-process one."`
@@ -39,7 +40,6 @@ type DevCmd struct {
 	DataDir           string `name:"data-dir" env:"SECKILL_DATA_DIR" default:".seckill" help:"Where the embedded database and Temporal keep their state."`
 	Memory            bool   `name:"memory" help:"Keep nothing on disk (the embedded database and Temporal in memory)."`
 	SeedStock         int    `name:"seed-stock" default:"100" help:"Units of the demo sale seeded at start (0 = no demo sale)."`
-	StickyCache       int    `name:"sticky-cache" env:"SECKILL_STICKY_CACHE" default:"10000" help:"Orders whose workflow the worker keeps in memory between tasks; a pay or cancel of one not kept replays its history first."`
 	Verbose           bool   `name:"verbose" help:"Log the embedded Temporal server at info level instead of warn."`
 }
 

@@ -18,12 +18,17 @@ import (
 // running activities finish.
 type WorkerCmd struct {
 	Services
+	CacheFlags
 	MaxConcurrentActivities int           `name:"max-concurrent-activities" env:"SECKILL_WORKER_ACTIVITIES" default:"64" help:"Activities running at once."`
 	MaxWorkflowTasks        int           `name:"max-concurrent-workflow-tasks" env:"SECKILL_WORKER_WORKFLOW_TASKS" default:"256" help:"Workflow tasks (with their local activities) running at once; keep it well above the relay's 64 starts in flight, so that starts are eager where the worker shares the relay's client."`
-	StickyCache             int           `name:"sticky-cache" env:"SECKILL_STICKY_CACHE" default:"10000" help:"Orders whose workflow the worker keeps in memory between tasks; a pay or cancel of one not kept replays its history first."`
 	MetricsAddr             string        `name:"metrics-addr" env:"SECKILL_METRICS_ADDR" default:":9090" help:"Where the worker serves /metrics (empty = nowhere)."`
 	ReconcileInterval       time.Duration `name:"reconcile-interval" env:"SECKILL_RECONCILE_INTERVAL" default:"30s" help:"How often the worker repairs Redis/Postgres drift of live sales (0 = never)."`
 	RetireAfter             time.Duration `name:"retire-after" env:"SECKILL_RETIRE_AFTER" default:"24h" help:"How long after its end a drained sale whose orders are all final keeps its keys in Redis (negative = forever)."`
+}
+
+// CacheFlags size the sticky cache of a process that runs the saga's worker.
+type CacheFlags struct {
+	StickyCache int `name:"sticky-cache" env:"SECKILL_STICKY_CACHE" default:"10000" help:"Orders whose workflow the worker keeps in memory between tasks; a pay or cancel of one not kept replays its history first."`
 }
 
 func (c *WorkerCmd) Run(ctx context.Context) error {
@@ -38,9 +43,9 @@ func (c *WorkerCmd) Run(ctx context.Context) error {
 	}
 	defer d.Close()
 	acts := &activities.Activities{Store: d.store, Stock: d.stock, Events: d.events, Metrics: activities.NewMetrics(d.registry)}
+	worker.SetStickyCache(c.StickyCache)
 	// A worker that starts while Temporal is down waits for it instead of
 	// exiting; once started, the SDK rides out outages by itself.
-	worker.SetStickyCache(c.StickyCache)
 	var w sdkworker.Worker
 	for {
 		if err := waitTemporal(ctx, d.temporal); err != nil {
