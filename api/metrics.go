@@ -34,15 +34,6 @@ func newMetrics(reg *prometheus.Registry, s *Server) *metrics {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "seckill_websocket_connections", Help: "Open result websockets on this instance.",
 		}, func() float64 { return float64(s.hub.Connections()) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "seckill_relay_workflows_started_total", Help: "Order workflows this instance's relay started.",
-		}, func() float64 { return float64(s.relay.Counts().Created) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "seckill_relay_start_duplicates_total", Help: "Starts that found the order's workflow existing (a retry after a start whose answer was lost, or another relay's).",
-		}, func() float64 { return float64(s.relay.Counts().Duplicates) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "seckill_relay_start_failures_total", Help: "Workflow start attempts that failed and will be retried.",
-		}, func() float64 { return float64(s.relay.Counts().Failures) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "seckill_relay_backlog", Help: "Admitted orders whose workflow has not started yet, over all sales (read from Redis at scrape).",
 		}, s.backlog),

@@ -74,8 +74,8 @@ type Options struct {
 	// BeforeStart, if set, runs after entries were read and before their
 	// workflows are started. Tests use it to crash a relay in that window.
 	BeforeStart func(ctx context.Context, orderIDs []int64)
-	// Metrics, if set, gets the start latency histogram and the gauges of
-	// what the relay reads.
+	// Metrics, if set, gets the start latency histogram, the counts of
+	// what the relay did and the gauges of what it reads.
 	Metrics prometheus.Registerer
 	// Busy, if set, reports that purchases are being admitted right now.
 	// The relay then holds its workflow starts back, for at most MaxYield
@@ -176,6 +176,15 @@ func New(st *stock.Stock, starter Starter, opts Options) *Relay {
 				Name: "seckill_relay_blocking_reads",
 				Help: "Blocking XREADGROUPs of the relay in flight, each holding a Redis connection (at most 1).",
 			}, func() float64 { return float64(r.blockingReads.Load()) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name: "seckill_relay_workflows_started_total", Help: "Order workflows this process's relay started.",
+			}, func() float64 { return float64(r.created.Load()) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name: "seckill_relay_start_duplicates_total", Help: "Starts that found the order's workflow existing (a retry after a start whose answer was lost, or another relay's).",
+			}, func() float64 { return float64(r.duplicates.Load()) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name: "seckill_relay_start_failures_total", Help: "Workflow start attempts that failed and will be retried.",
+			}, func() float64 { return float64(r.failures.Load()) }),
 		)
 	}
 	return r
