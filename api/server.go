@@ -73,6 +73,10 @@ type Config struct {
 	LineRefresh time.Duration
 	// Relay options of the relay this instance runs.
 	Relay relay.Options
+	// NoRelay: this instance runs no relay, and its orders are started by
+	// the relays of other processes (`seckill worker --relay`, where the
+	// starts are eager; docs/design.md §5).
+	NoRelay bool
 }
 
 func (c *Config) withDefaults() {
@@ -170,7 +174,9 @@ func New(cfg Config, deps Deps) *Server {
 	s.hub = push.NewHub(deps.Stock.Client(), s.snapshot, push.Options{
 		AllowedOrigins: cfg.AllowedOrigins, Line: s.orders.Places, LineRefresh: cfg.LineRefresh,
 	})
-	s.relay = relay.New(deps.Stock, relay.NewTemporalStarter(deps.Temporal), cfg.Relay)
+	if !cfg.NoRelay {
+		s.relay = relay.New(deps.Stock, relay.NewTemporalStarter(deps.Temporal), cfg.Relay)
+	}
 	s.metrics = newMetrics(s.reg, s)
 
 	hc := huma.DefaultConfig("seckill", "1.0.0")
@@ -227,20 +233,23 @@ func (s *Server) OpenAPI() *huma.OpenAPI { return s.api.OpenAPI() }
 // SDK's and the worker's to it.
 func (s *Server) Registry() *prometheus.Registry { return s.reg }
 
-// Relay is the relay this instance runs.
+// Relay is the relay this instance runs; nil with Config.NoRelay.
 func (s *Server) Relay() *relay.Relay { return s.relay }
 
 // Run runs the background work: the relay, the websocket hub, the
 // restock listener and the cancellations of cancelled sales (resumed on
 // start). It returns when ctx ends.
 func (s *Server) Run(ctx context.Context) error {
-	var wg sync.WaitGroup
-	for name, run := range map[string]func(context.Context) error{
-		"relay":         s.relay.Run,
+	tasks := map[string]func(context.Context) error{
 		"hub":           s.hub.Run,
 		"restock":       s.orders.ListenRestock,
 		"cancellations": s.runCancellations,
-	} {
+	}
+	if s.relay != nil {
+		tasks["relay"] = s.relay.Run
+	}
+	var wg sync.WaitGroup
+	for name, run := range tasks {
 		wg.Go(func() {
 			if err := run(ctx); err != nil && ctx.Err() == nil {
 				slog.Error("api background task stopped", "task", name, "err", err)

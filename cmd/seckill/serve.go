@@ -33,22 +33,31 @@ func (a AuthFlags) signer() (*auth.Signer, error) {
 
 // APIFlags tune the api.
 type APIFlags struct {
-	HTTPAddr       string        `name:"http-addr" env:"SECKILL_HTTP_ADDR" default:":8080" help:"Address the api listens on."`
-	AllowedOrigins []string      `name:"allowed-origins" env:"SECKILL_ALLOWED_ORIGINS" sep:"," help:"Origins allowed to open websockets (comma-separated); default: same origin only."`
-	UserRate       int           `name:"user-rate" env:"SECKILL_USER_RATE" default:"5" help:"Purchase requests per second per buyer and sale (0 = no limit)."`
-	SaleRate       int           `name:"sale-rate" env:"SECKILL_SALE_RATE" default:"100000" help:"Purchase requests per second per sale (0 = no limit)."`
-	WSConnectRate  int           `name:"ws-connect-rate" env:"SECKILL_WS_CONNECT_RATE" default:"5" help:"Websocket connects per second per user (0 = no limit)."`
-	IPRate         int           `name:"ip-rate" env:"SECKILL_IP_RATE" default:"0" help:"Purchases and websocket connects per second per client address (0 = no limit; behind a proxy set --trusted-proxies)."`
-	TrustedProxies []string      `name:"trusted-proxies" env:"SECKILL_TRUSTED_PROXIES" sep:"," help:"CIDRs of proxies whose X-Forwarded-For names the client (comma-separated)."`
-	MaxInFlight    int           `name:"max-in-flight" env:"SECKILL_MAX_IN_FLIGHT" default:"512" help:"Purchases processed at once; beyond it the api answers 503 at once."`
-	PaymentTimeout time.Duration `name:"payment-timeout" env:"SECKILL_PAYMENT_TIMEOUT" default:"15m" help:"How long a buyer has to pay."`
+	HTTPAddr       string   `name:"http-addr" env:"SECKILL_HTTP_ADDR" default:":8080" help:"Address the api listens on."`
+	AllowedOrigins []string `name:"allowed-origins" env:"SECKILL_ALLOWED_ORIGINS" sep:"," help:"Origins allowed to open websockets (comma-separated); default: same origin only."`
+	UserRate       int      `name:"user-rate" env:"SECKILL_USER_RATE" default:"5" help:"Purchase requests per second per buyer and sale (0 = no limit)."`
+	SaleRate       int      `name:"sale-rate" env:"SECKILL_SALE_RATE" default:"100000" help:"Purchase requests per second per sale (0 = no limit)."`
+	WSConnectRate  int      `name:"ws-connect-rate" env:"SECKILL_WS_CONNECT_RATE" default:"5" help:"Websocket connects per second per user (0 = no limit)."`
+	IPRate         int      `name:"ip-rate" env:"SECKILL_IP_RATE" default:"0" help:"Purchases and websocket connects per second per client address (0 = no limit; behind a proxy set --trusted-proxies)."`
+	TrustedProxies []string `name:"trusted-proxies" env:"SECKILL_TRUSTED_PROXIES" sep:"," help:"CIDRs of proxies whose X-Forwarded-For names the client (comma-separated)."`
+	MaxInFlight    int      `name:"max-in-flight" env:"SECKILL_MAX_IN_FLIGHT" default:"512" help:"Purchases processed at once; beyond it the api answers 503 at once."`
+	RelayFlags
+	RelayYield    time.Duration `name:"relay-yield" env:"SECKILL_RELAY_YIELD" default:"15s" help:"How long the relay may hold workflow starts back while purchases are in flight (admission first; 0 = never)."`
+	TemporalUIURL string        `name:"temporal-ui-url" env:"SECKILL_TEMPORAL_UI_URL" help:"Base URL of the Temporal Web UI, for links from orders to their workflow (dev: the embedded UI)."`
+}
+
+// RelayFlags tune a relay, in an api instance or in a worker.
+type RelayFlags struct {
+	PaymentTimeout time.Duration `name:"payment-timeout" env:"SECKILL_PAYMENT_TIMEOUT" default:"15m" help:"How long a buyer has to pay (for orders of sales that set no payment timeout of their own)."`
 	RelayMinIdle   time.Duration `name:"relay-min-idle" env:"SECKILL_RELAY_MIN_IDLE" default:"30s" help:"How long an intent may stay unacknowledged by a relay before another takes it over."`
-	RelayYield     time.Duration `name:"relay-yield" env:"SECKILL_RELAY_YIELD" default:"15s" help:"How long the relay may hold workflow starts back while purchases are in flight (admission first; 0 = never)."`
 	// A fault-injection hook for the chaos tests: the relay waits this long
 	// between reading intents and starting their workflows, widening the
 	// window in which a crashed api leaves intents for another to reclaim.
 	RelayStartDelay time.Duration `name:"relay-start-delay" env:"SECKILL_RELAY_START_DELAY" hidden:"" help:"Test hook: pause between reading intents and starting workflows."`
-	TemporalUIURL   string        `name:"temporal-ui-url" env:"SECKILL_TEMPORAL_UI_URL" help:"Base URL of the Temporal Web UI, for links from orders to their workflow (dev: the embedded UI)."`
+}
+
+func (f RelayFlags) options() relay.Options {
+	return relay.Options{MinIdle: f.RelayMinIdle, PaymentTimeout: f.PaymentTimeout, BeforeStart: pause(f.RelayStartDelay)}
 }
 
 func (f APIFlags) config(devTokens bool) (api.Config, error) {
@@ -65,15 +74,22 @@ func (f APIFlags) config(devTokens bool) (api.Config, error) {
 		UserRate: noLimitIfZero(f.UserRate), SaleRate: noLimitIfZero(f.SaleRate), WSConnectRate: noLimitIfZero(f.WSConnectRate),
 		AllowedOrigins: f.AllowedOrigins,
 		DevTokens:      devTokens, TemporalUIURL: f.TemporalUIURL,
-		Relay: relay.Options{MinIdle: f.RelayMinIdle, PaymentTimeout: f.PaymentTimeout, MaxYield: f.RelayYield, BeforeStart: pause(f.RelayStartDelay)},
+		Relay: f.relayOptions(),
 	}, nil
 }
 
-// ServeCmd runs an api instance (with its relay).
+func (f APIFlags) relayOptions() relay.Options {
+	o := f.RelayFlags.options()
+	o.MaxYield = f.RelayYield
+	return o
+}
+
+// ServeCmd runs an api instance (with its relay, unless --relay=false).
 type ServeCmd struct {
 	Services
 	AuthFlags
 	APIFlags
+	Relay bool `name:"relay" env:"SECKILL_RELAY" default:"true" help:"Run a relay in this instance; --relay=false where workers run the relays (seckill worker --relay), so that starts are eager."`
 }
 
 func (c *ServeCmd) Run(ctx context.Context) error {
@@ -96,6 +112,10 @@ func (c *ServeCmd) Run(ctx context.Context) error {
 		return err
 	}
 	cfg.TemporalNamespace = c.TemporalNamespace
+	cfg.NoRelay = !c.Relay
+	if cfg.NoRelay {
+		slog.Warn("this instance runs no relay: its orders start only where a worker runs with --relay")
+	}
 	srv, stop, err := startAPI(ctx, d, signer, cfg)
 	if err != nil {
 		return err

@@ -4,21 +4,27 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/seckill/seckill/activities"
+	"github.com/seckill/seckill/relay"
 	"github.com/seckill/seckill/worker"
 	"github.com/seckill/seckill/workflows"
 )
 
 // WorkerCmd runs the order saga worker until SIGINT/SIGTERM, then lets
-// running activities finish.
+// running activities finish. With --relay it also runs a relay, whose
+// starts are eager: the first workflow task of each order comes back with
+// its start, to this worker, instead of through the server's task queue.
 type WorkerCmd struct {
 	Services
 	CacheFlags
+	RelayFlags
+	Relay                   bool          `name:"relay" env:"SECKILL_WORKER_RELAY" default:"false" help:"Also run a relay here, so that its workflow starts are eager (then run the api instances with --relay=false)."`
 	MaxConcurrentActivities int           `name:"max-concurrent-activities" env:"SECKILL_WORKER_ACTIVITIES" default:"64" help:"Activities running at once."`
 	MaxWorkflowTasks        int           `name:"max-concurrent-workflow-tasks" env:"SECKILL_WORKER_WORKFLOW_TASKS" default:"256" help:"Workflow tasks (with their local activities) running at once; keep it well above the relay's 64 starts in flight, so that starts are eager where the worker shares the relay's client."`
 	MetricsAddr             string        `name:"metrics-addr" env:"SECKILL_METRICS_ADDR" default:":9090" help:"Where the worker serves /metrics (empty = nowhere)."`
@@ -63,7 +69,21 @@ func (c *WorkerCmd) Run(ctx context.Context) error {
 		case <-time.After(time.Second):
 		}
 	}
-	slog.Info("worker running", "task_queue", workflows.TaskQueue, "temporal", c.TemporalAddress)
+	slog.Info("worker running", "task_queue", workflows.TaskQueue, "temporal", c.TemporalAddress, "relay", c.Relay)
+	var relays sync.WaitGroup
+	if c.Relay {
+		// Started after the worker, on its client: the SDK hands a start's
+		// first workflow task to a worker of the same client with a free
+		// slot. It does not yield to admission, which runs elsewhere.
+		opts := c.RelayFlags.options()
+		opts.Metrics, opts.Tracing = d.registry, d.tracing
+		r := relay.New(d.stock, relay.NewTemporalStarter(d.temporal), opts)
+		relays.Go(func() {
+			if err := r.Run(ctx); err != nil && ctx.Err() == nil {
+				slog.Error("relay stopped", "err", err)
+			}
+		})
+	}
 	runReconciler(ctx, d, c.ReconcileInterval, c.RetireAfter)
 	if c.MetricsAddr != "" {
 		mux := http.NewServeMux()
@@ -75,6 +95,7 @@ func (c *WorkerCmd) Run(ctx context.Context) error {
 		}()
 	}
 	<-ctx.Done()
+	relays.Wait() // no start after the worker stopped
 	w.Stop()
 	slog.Info("worker stopped")
 	return nil
