@@ -167,7 +167,7 @@ func classify(err error) error {
 	case errors.Is(err, domain.ErrSaleCancelled):
 		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeSaleCancelled, err)
 	case errors.Is(err, domain.ErrInvalidOrder), errors.Is(err, domain.ErrConflict), errors.Is(err, domain.ErrNotFound),
-		errors.Is(err, domain.ErrCompensated):
+		errors.Is(err, domain.ErrCompensated), errors.Is(err, domain.ErrAdmittedAfterEnd):
 		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeInvalidOrder, err)
 	}
 	return err

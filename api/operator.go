@@ -18,6 +18,7 @@ import (
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/ent"
 	"github.com/seckill/seckill/ent/order"
+	"github.com/seckill/seckill/fault"
 	"github.com/seckill/seckill/orders"
 	"github.com/seckill/seckill/workflows"
 )
@@ -97,7 +98,7 @@ func (s *Server) endSale(ctx context.Context, id int64) (*ent.Sale, error) {
 		if err != nil {
 			return err
 		}
-		return s.mirrorEnd(ctx, sl, changed)
+		return s.mirrorEnd(ctx, sl, changed, fault.OperatorEndDB, fault.OperatorEndRedis)
 	})
 	if err != nil {
 		return nil, operatorError(err)
@@ -109,16 +110,32 @@ func (s *Server) endSale(ctx context.Context, id int64) (*ent.Sale, error) {
 // mirrorEnd gives Redis the window the database holds. A sale Redis does
 // not hold is loaded with it if this call changed the window: a warm-up
 // that read the database before the change and waits for the lock then
-// finds the sale loaded, and cannot load the old window.
-func (s *Server) mirrorEnd(ctx context.Context, sl *ent.Sale, changed bool) error {
-	// The database has ended the sale: Redis follows even if the caller
-	// goes away now.
-	ctx = context.WithoutCancel(ctx)
-	ok, err := s.deps.Stock.End(ctx, sl.ID, sl.StartsAt, sl.EndsAt)
-	if err != nil || ok || !changed {
-		return err
+// finds the sale loaded, and cannot load the old window. db and mirrored
+// are the operation's fault points after the database's and Redis's write.
+//
+// The database has ended the sale when this runs, so a failure here is
+// not "nothing changed": it is errEndedNotMirrored, and the reconciler
+// mirrors the end (reconcile.Reconciler.Mirror).
+func (s *Server) mirrorEnd(ctx context.Context, sl *ent.Sale, changed bool, db, mirrored fault.Point) error {
+	err := fault.Hit(db)
+	if err == nil {
+		// Redis follows even if the caller goes away now.
+		ctx = context.WithoutCancel(ctx)
+		var ok bool
+		ok, err = s.deps.Stock.End(ctx, sl.ID, sl.StartsAt, sl.EndsAt)
+		if err == nil && !ok && changed {
+			err = s.loadSale(ctx, sl)
+		}
 	}
-	return s.loadSale(ctx, sl)
+	if err == nil {
+		err = fault.Hit(mirrored)
+	}
+	if err != nil {
+		slog.ErrorContext(ctx, "sale ended in the database but not in redis", "sale_id", sl.ID, "err", err)
+		return fmt.Errorf("%w: the sale was ended in the database; Redis follows at the next reconciliation, and orders admitted after the end are refused (retrying is safe): %w",
+			errEndedNotMirrored, err)
+	}
+	return nil
 }
 
 // addUnits adds units to the sale in Postgres, then in Redis, and clears
@@ -130,6 +147,10 @@ func (s *Server) addUnits(ctx context.Context, id int64, units int) (*ent.Sale, 
 		if sl, err = s.deps.Store.AddUnits(ctx, id, units, time.Now()); err != nil {
 			return err
 		}
+		if err := fault.Hit(fault.OperatorAddDB); err != nil {
+			return fmt.Errorf("%w: %d units were added to the database; Redis gets them at the next reconciliation (do not retry): %w",
+				errAddedNotMirrored, units, err)
+		}
 		// Postgres has the units: from here on Redis holds fewer than the
 		// database until it has them too, the side that cannot oversell.
 		// A failure here is repaired by the reconciler, which raises
@@ -140,6 +161,9 @@ func (s *Server) addUnits(ctx context.Context, id int64, units int) (*ent.Sale, 
 			// Redis does not hold the sale: load it, with the units, from
 			// the database.
 			err = s.loadSale(ctx, sl)
+		}
+		if err == nil {
+			err = fault.Hit(fault.OperatorAddRedis)
 		}
 		if err != nil {
 			slog.ErrorContext(ctx, "units added in the database but not in redis", "sale_id", id, "units", units, "err", err)
@@ -156,12 +180,17 @@ func (s *Server) addUnits(ctx context.Context, id int64, units int) (*ent.Sale, 
 	return sl, nil
 }
 
-// errAddedNotMirrored marks an add that reached the database only.
-var errAddedNotMirrored = errors.New("units added in the database only")
+// errAddedNotMirrored marks an add that reached the database only, and
+// errEndedNotMirrored an end or a cancel.
+var (
+	errAddedNotMirrored = errors.New("units added in the database only")
+	errEndedNotMirrored = errors.New("sale ended in the database only")
+)
 
 // loadSale loads sl into Redis from the database unless Redis holds it,
 // for a caller holding the sale's lock.
 func (s *Server) loadSale(ctx context.Context, sl *ent.Sale) error {
+	// fault: at the callers: operator.*.redis (mirrorEnd, addUnits).
 	_, err := orders.Load(ctx, s.deps.Store, s.deps.Stock, sl)
 	return err
 }
@@ -179,7 +208,7 @@ func (s *Server) cancelSale(ctx context.Context, id int64) (*ent.Sale, error) {
 		if err != nil {
 			return err
 		}
-		return s.mirrorEnd(ctx, sl, changed)
+		return s.mirrorEnd(ctx, sl, changed, fault.OperatorCancelDB, fault.OperatorCancelRedis)
 	})
 	if err != nil {
 		return nil, operatorError(err)
@@ -195,6 +224,10 @@ func operatorError(err error) error {
 	switch {
 	case errors.Is(err, domain.ErrUnknownSale), errors.Is(err, domain.ErrEnded):
 		return err
+	case errors.Is(err, errEndedNotMirrored):
+		// The cause (a Redis error) stays in the log.
+		return problem(http.StatusServiceUnavailable, wire.CodeUnavailable,
+			"the sale was ended in the database; Redis follows at the next reconciliation, and orders admitted after the end are refused (retrying is safe)")
 	case errors.Is(err, errAddedNotMirrored):
 		return problem(http.StatusServiceUnavailable, wire.CodeUnavailable, err.Error())
 	}
@@ -393,6 +426,9 @@ func (s *Server) cancelOrder(ctx context.Context, o *ent.Order) {
 		Args:         []any{workflows.CancelRequest{Reason: SaleCancelledReason}},
 		WaitForStage: client.WorkflowUpdateStageAccepted,
 	})
+	if err == nil {
+		err = fault.Hit(fault.OperatorCancelOrder)
+	}
 	if err == nil {
 		var st workflows.OrderState
 		err = h.Get(uctx, &st)

@@ -93,7 +93,7 @@ func toHTTP(ctx context.Context, err error) error {
 	}
 	p := problemFor(err)
 	switch {
-	case errors.Is(err, orders.ErrNotConfirmed):
+	case errors.Is(err, orders.ErrNotConfirmed), errors.Is(err, orders.ErrRepairPending):
 		// Logged where it happened, with the order.
 	case p.Status == http.StatusServiceUnavailable:
 		slog.WarnContext(ctx, "backing service unavailable", "err", err)
@@ -140,6 +140,12 @@ func problemFor(err error) *wire.Problem {
 	case errors.Is(err, orders.ErrNotConfirmed):
 		return problem(http.StatusServiceUnavailable, wire.CodeUnavailable,
 			"the order's workflow did not confirm the request in time; it may still take effect, so read the order before retrying")
+	case errors.Is(err, orders.ErrUnconfirmed):
+		return problem(http.StatusServiceUnavailable, wire.CodeUnavailable,
+			"the purchase was not confirmed: it may or may not have been taken; retry with the same Idempotency-Key to learn which")
+	case errors.Is(err, orders.ErrRepairPending):
+		return problem(http.StatusServiceUnavailable, wire.CodeUnavailable,
+			"the order's workflow was stopped before the order ended; it is being ended now and nothing was changed: read the order in a moment")
 	case errors.Is(err, domain.ErrUnavailable), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return problem(http.StatusServiceUnavailable, wire.CodeUnavailable, "a backing service is unavailable; nothing was changed")
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/seckill/seckill/ent"
 	"github.com/seckill/seckill/ent/order"
 	"github.com/seckill/seckill/ent/stockmovement"
+	"github.com/seckill/seckill/reconcile"
 	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
 )
@@ -56,6 +57,10 @@ type Report struct {
 	Backlog        int64                 `json:"relay_backlog"`
 	Line           int64                 `json:"line"`
 	OpenWorkflows  int64                 `json:"open_workflows"`
+	// Stranded counts the orders whose workflow closed without ending
+	// them (an operator's Terminate): the reconciler ends them
+	// (docs/design.md §4.9). Checked with Temporal when Settled; -1 if not.
+	Stranded int `json:"stranded"`
 	// Retired: the sale has ended and its keys have left Redis; only the
 	// database's invariants are checked.
 	Retired    bool     `json:"retired,omitempty"`
@@ -95,7 +100,7 @@ func (r Report) String() string {
 
 // Sale audits one sale.
 func Sale(ctx context.Context, src Sources, saleID int64, exp Expect) (Report, error) {
-	r := Report{SaleID: saleID, OpenWorkflows: -1}
+	r := Report{SaleID: saleID, OpenWorkflows: -1, Stranded: -1}
 	sl, err := src.Store.Sale(ctx, saleID)
 	if err != nil {
 		return r, err
@@ -182,6 +187,22 @@ func Sale(ctx context.Context, src Sources, saleID int64, exp Expect) (Report, e
 			return r, fmt.Errorf("audit open workflows: %w", err)
 		}
 		r.OpenWorkflows = resp.GetCount()
+	}
+	if src.Temporal != nil && (exp.Settled || exp.Quiescent) {
+		// Invariant 4 for orders whose workflow will not end them: a
+		// Terminate leaves a live order that no running workflow owns.
+		stranded, err := reconcile.FindStranded(ctx, src.Temporal, src.Store, saleID)
+		if err != nil {
+			return r, fmt.Errorf("audit stranded orders: %w", err)
+		}
+		r.Stranded = len(stranded)
+		for _, s := range stranded {
+			row := string(s.Row)
+			if row == "" {
+				row = "without a row"
+			}
+			r.violate("order %d is %s but its workflow closed (%s) without ending it", s.Ref.OrderID, row, s.Closed)
+		}
 	}
 
 	if exp.Settled || exp.Quiescent {

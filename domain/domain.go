@@ -174,6 +174,11 @@ var (
 	// ErrSaleCancelled means an operator cancelled the order's sale before
 	// the order's stock was deducted: the order ends without a sale.
 	ErrSaleCancelled = errors.New("sale cancelled")
+
+	// ErrAdmittedAfterEnd means an order reached the database after its
+	// sale had ended, admitted by a Redis that had not learnt of the end
+	// yet; it takes no unit.
+	ErrAdmittedAfterEnd = errors.New("admitted after the sale ended")
 )
 
 // RateLimitedError refuses a request beyond a rate limit; RetryAfter is

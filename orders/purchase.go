@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/fault"
 	"github.com/seckill/seckill/relay"
 	"github.com/seckill/seckill/stock"
 )
@@ -89,6 +90,9 @@ func (s *Service) Purchase(ctx context.Context, req PurchaseRequest) (int64, err
 		p.BuyerRate = 0 // the first run counted this request
 		id, err = s.reserve(ctx, p)
 	}
+	if err == nil {
+		err = fault.Hit(fault.PurchaseReserve)
+	}
 	switch {
 	case err == nil:
 		return id, nil
@@ -104,6 +108,7 @@ func (s *Service) Purchase(ctx context.Context, req PurchaseRequest) (int64, err
 // order's workflow in the purchase's trace. Tracing off, it adds nothing.
 func (s *Service) reserve(ctx context.Context, p stock.Purchase) (int64, error) {
 	if s.deps.Tracer == nil {
+		// fault: purchase.reserve, hit in Purchase once the reservation answered.
 		return s.deps.Stock.Admit(ctx, p)
 	}
 	rctx, span := s.deps.Tracer.Start(ctx, "stock.Reserve", trace.WithSpanKind(trace.SpanKindClient),
@@ -113,6 +118,7 @@ func (s *Service) reserve(ctx context.Context, p stock.Purchase) (int64, error) 
 	carrier := propagation.MapCarrier{}
 	propagation.TraceContext{}.Inject(rctx, carrier)
 	p.Traceparent = carrier["traceparent"]
+	// fault: purchase.reserve, hit in Purchase once the reservation answered.
 	id, err := s.deps.Stock.Admit(rctx, p)
 	switch {
 	case err == nil:
@@ -139,8 +145,15 @@ func admissionError(err error) error {
 		errors.Is(err, domain.ErrEnded), errors.Is(err, domain.ErrUnknownSale):
 		return err
 	}
-	return unavailable(err)
+	return errors.Join(ErrUnconfirmed, err)
 }
+
+// ErrUnconfirmed means Redis did not answer a purchase's script: a
+// timeout or a dropped connection after the script was sent may still have
+// taken the unit, so unlike other unavailability it does not say that
+// nothing changed. A retry with the same Idempotency-Key answers the same
+// 202 if it was taken. It is a domain.ErrUnavailable.
+var ErrUnconfirmed = fmt.Errorf("%w: Redis did not confirm the purchase", domain.ErrUnavailable)
 
 // mint returns a fresh order id, or unavailability wrapping
 // orderid.ErrUnfenced when this instance cannot confirm its order-id node

@@ -38,6 +38,14 @@ type Outcome struct {
 // domain.ErrUnavailable.
 var ErrNotConfirmed = fmt.Errorf("%w: the order's workflow did not confirm the request in time", domain.ErrUnavailable)
 
+// ErrRepairPending means the order's workflow has closed while its row is
+// still live: an operator terminated it (the Web UI offers Terminate on
+// every order), or it failed. Nothing can pay or cancel it until the
+// reconciler ends it (reconcile.Reconciler.Stranded): the request changed
+// nothing and a retry in a moment gets the order's final answer. It is a
+// domain.ErrUnavailable.
+var ErrRepairPending = fmt.Errorf("%w: the order's workflow has closed without ending the order; it is being repaired", domain.ErrUnavailable)
+
 // Pay pays one of the user's orders awaiting payment.
 func (s *Service) Pay(ctx context.Context, user auth.User, id int64) (Outcome, error) {
 	return s.transition(ctx, user, id, workflows.UpdatePay, nil, domain.StatusPaid)
@@ -153,8 +161,15 @@ func (s *Service) refused(ctx context.Context, id int64, update string, want dom
 		}
 		return Outcome{}, stateError(update, status)
 	case errors.As(err, &nf):
-		// The workflow has ended; its row says how.
-		return s.answer(ctx, id, want, true)
+		// The workflow has closed; its row says how the order ended,
+		// unless the workflow closed without ending it (Terminate): that
+		// order waits for the reconciler, and this request did nothing.
+		out, err := s.answer(ctx, id, want, true)
+		if err == nil && !out.Recorded {
+			slog.WarnContext(ctx, "order's workflow closed while the order is live; the reconciler will end it", "order_id", id, "update", update)
+			return Outcome{}, ErrRepairPending
+		}
+		return out, err
 	case errors.As(err, &timedOut):
 		slog.WarnContext(ctx, "order update not confirmed in time", "order_id", id, "update", update, "err", err)
 		return Outcome{}, ErrNotConfirmed

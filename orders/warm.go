@@ -13,22 +13,35 @@ import (
 // buyers holding live orders. It does nothing to a sale Redis already has,
 // and takes the sale's lock (stock.Warm).
 func Warm(ctx context.Context, db *store.Store, st *stock.Stock, sl *ent.Sale) error {
-	buyers, err := db.LiveBuyers(ctx, sl.ID)
+	rs, err := loadable(ctx, db, sl.ID)
 	if err != nil {
 		return err
 	}
-	_, err = st.Warm(ctx, RedisSale(sl, buyers))
+	_, err = st.Warm(ctx, rs)
 	return err
 }
 
 // Load is Warm for a caller holding the sale's lock (stock.Load). It
 // reports whether it loaded the sale.
 func Load(ctx context.Context, db *store.Store, st *stock.Stock, sl *ent.Sale) (bool, error) {
-	buyers, err := db.LiveBuyers(ctx, sl.ID)
+	rs, err := loadable(ctx, db, sl.ID)
 	if err != nil {
 		return false, err
 	}
-	return st.Load(ctx, RedisSale(sl, buyers))
+	return st.Load(ctx, rs)
+}
+
+// loadable reads what Redis needs of the sale in one database snapshot:
+// the stock and the buyers of one instant. Read apart, a saga's commit
+// between the two reads would show its unit taken in one and its buyer
+// missing from the other, and Redis would hold a unit more than the
+// database (a buyer told 202 who then fails).
+func loadable(ctx context.Context, db *store.Store, saleID int64) (stock.Sale, error) {
+	snap, err := db.SaleSnapshot(ctx, saleID)
+	if err != nil {
+		return stock.Sale{}, err
+	}
+	return RedisSale(snap.Sale, snap.LiveBuyers()), nil
 }
 
 // RedisSale is what Redis needs to admit buyers to sl: its window, price

@@ -16,7 +16,11 @@ func (rc *Reconciler) WithMetrics(reg prometheus.Registerer) *Reconciler {
 		Name: "seckill_sales_retired_total",
 		Help: "Ended, drained sales whose keys the reconciler dropped from Redis.",
 	})
-	reg.MustRegister(repairs, retired)
+	stranded := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "seckill_reconciler_stranded_orders_total",
+		Help: "Orders whose workflow closed without ending them (an operator's Terminate) that the reconciler ended, by the status they ended in.",
+	}, []string{"status"})
+	reg.MustRegister(repairs, retired, stranded)
 	// Every kind is exported from the start, at zero, so a first repair is
 	// an increase an alert sees, not a series appearing out of nowhere.
 	for _, kind := range repairKinds {
@@ -33,5 +37,6 @@ func (rc *Reconciler) WithMetrics(reg prometheus.Registerer) *Reconciler {
 		}
 	}
 	rc.OnRetire = func(int64) { retired.Inc() }
+	rc.OnStranded = func(e Ending) { stranded.WithLabelValues(string(e.Status)).Inc() }
 	return rc
 }

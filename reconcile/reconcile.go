@@ -15,9 +15,13 @@ import (
 	"log/slog"
 	"time"
 
+	"go.temporal.io/sdk/client"
+
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/ent"
+	"github.com/seckill/seckill/fault"
 	"github.com/seckill/seckill/orders"
+	"github.com/seckill/seckill/push"
 	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
 )
@@ -62,7 +66,13 @@ type Reconciler struct {
 	RetireAfter time.Duration
 	// OnRetire, if set, is told of every sale retired.
 	OnRetire func(saleID int64)
-	Logger   *slog.Logger
+	// Temporal, if set, lets Run end the orders whose workflow closed
+	// without ending them (Stranded); Events tells their buyers.
+	Temporal client.Client
+	Events   *push.Publisher
+	// OnStranded, if set, is told of every stranded order ended.
+	OnStranded func(Ending)
+	Logger     *slog.Logger
 }
 
 // Sale reconciles one sale under its lock.
@@ -109,6 +119,18 @@ func (rc *Reconciler) sale(ctx context.Context, saleID int64) (Report, error) {
 	if err != nil {
 		return rep, err
 	}
+	if rs.Warm {
+		// A warm-up that stopped between listing and loading is repaired
+		// by the load; one that ran in the order of older versions
+		// (loaded, then listed) may have left a loaded sale unlisted,
+		// whose intents no relay would read: list every loaded sale.
+		if err := rc.Stock.List(ctx, saleID); err != nil {
+			return rep, err
+		}
+		if err := fault.Hit(fault.ReconcileList); err != nil {
+			return rep, err
+		}
+	}
 	if !rs.Warm {
 		// Redis lost the sale (a restart without persistence): the
 		// database knows the stock and who holds a unit. Nothing can be
@@ -122,7 +144,7 @@ func (rc *Reconciler) sale(ctx context.Context, saleID int64) (Report, error) {
 		}
 		rep.Rebuilt = loaded
 		rep.RemainingNow = db.Sale.Stock
-		return rep, nil
+		return rep, fault.Hit(fault.ReconcileRebuild)
 	}
 
 	plan := rc.plan(rs, db, &rep)
@@ -137,6 +159,9 @@ func (rc *Reconciler) sale(ctx context.Context, saleID int64) (Report, error) {
 	if !res.Applied {
 		rep.Raced = true
 		return rep, nil
+	}
+	if err := fault.Hit(fault.ReconcileRepair); err != nil {
+		return rep, err
 	}
 	rep.BuyersRestored, rep.BuyersRefused, rep.StaleReleased = res.BuyersRestored, res.BuyersRefused, res.Released
 	rep.RemainingWas, rep.RemainingNow = res.RemainingWas, res.RemainingNow
@@ -194,21 +219,27 @@ func (rc *Reconciler) plan(rs stock.Snapshot, db store.SaleSnapshot, rep *Report
 	return plan
 }
 
-// All reconciles every sale that has not ended.
+// All reconciles every sale that has not ended, and returns the reports
+// of those it could reconcile and the errors of the others.
 func (rc *Reconciler) All(ctx context.Context) ([]Report, error) {
 	sales, err := rc.Store.OpenSales(ctx, time.Now())
 	if err != nil {
 		return nil, err
 	}
+	// One sale that cannot be reconciled now (its lock is held, its keys
+	// are damaged) must not leave every later sale unrepaired: the errors
+	// are joined and the pass goes on.
 	var reps []Report
+	var errs error
 	for _, s := range sales {
 		r, err := rc.Sale(ctx, s.ID)
 		if err != nil {
-			return reps, fmt.Errorf("reconcile sale %d: %w", s.ID, err)
+			errs = errors.Join(errs, fmt.Errorf("reconcile sale %d: %w", s.ID, err))
+			continue
 		}
 		reps = append(reps, r)
 	}
-	return reps, nil
+	return reps, errs
 }
 
 // Run reconciles every interval until ctx ends.
@@ -219,6 +250,12 @@ func (rc *Reconciler) Run(ctx context.Context, interval time.Duration) error {
 		if _, err := rc.All(ctx); err != nil && ctx.Err() == nil {
 			rc.logger().Warn("reconcile", "err", err)
 		}
+		if err := rc.Mirror(ctx); err != nil && ctx.Err() == nil {
+			rc.logger().Warn("mirror sale windows", "err", err)
+		}
+		if _, err := rc.Stranded(ctx); err != nil && ctx.Err() == nil {
+			rc.logger().Warn("end stranded orders", "err", err)
+		}
 		if _, err := rc.Retire(ctx); err != nil && ctx.Err() == nil {
 			rc.logger().Warn("retire sales", "err", err)
 		}
@@ -228,6 +265,47 @@ func (rc *Reconciler) Run(ctx context.Context, interval time.Duration) error {
 		case <-t.C:
 		}
 	}
+}
+
+// Mirror gives Redis the end the database holds, for every loaded sale
+// whose Redis window ends later: an operator's end or cancel commits in
+// the database first, and if its Redis step failed (the operator got a
+// 503, or the api stopped) Redis would admit buyers until the old end.
+// Orders admitted in that gap are refused by PlaceOrder (store.deduct), so
+// their buyers hear FAILED rather than keep a unit the sale did not have.
+// The window only ever moves earlier, so a stale read cannot reopen a sale.
+func (rc *Reconciler) Mirror(ctx context.Context) error {
+	ids, err := rc.Stock.Sales(ctx)
+	if err != nil || len(ids) == 0 {
+		return err
+	}
+	ends, err := rc.Stock.Ends(ctx, ids)
+	if err != nil {
+		return err
+	}
+	sales, err := rc.Store.SalesByID(ctx, ids)
+	if err != nil {
+		return err
+	}
+	var errs error
+	for _, id := range ids {
+		sl, ok := sales[id]
+		if held, loaded := ends[id]; !ok || !loaded || held <= sl.EndsAt.UnixMilli() {
+			continue
+		}
+		err := rc.Stock.WithSaleLock(ctx, id, func(ctx context.Context) error {
+			if _, err := rc.Stock.End(ctx, id, sl.StartsAt, sl.EndsAt); err != nil {
+				return err
+			}
+			return fault.Hit(fault.ReconcileMirror)
+		})
+		if err != nil {
+			errs = errors.Join(errs, fmt.Errorf("mirror the end of sale %d: %w", id, err))
+			continue
+		}
+		rc.logger().Warn("reconciler ended a sale in Redis that the database had ended", "sale_id", id, "ends_at", sl.EndsAt)
+	}
+	return errs
 }
 
 // Retire drops from Redis the sales that ended more than RetireAfter ago,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -135,5 +136,80 @@ func TestOrdersInFlightAreLeftAlone(t *testing.T) {
 	}
 	if left, _ := rc.Stock.Remaining(ctx, id); left != 7 {
 		t.Fatalf("remaining = %d, want 7", left)
+	}
+}
+
+// One sale the reconciler cannot repair (its keys damaged, its lock held
+// elsewhere) does not stop the pass: every other sale is still repaired,
+// and the failure is reported.
+func TestOneFailingSaleDoesNotStopThePass(t *testing.T) {
+	rc, broken := sale(t, 5, 1)
+	ctx := context.Background()
+	sl, err := rc.Store.CreateSale(ctx, store.NewSale{Name: "r2", PriceCents: 5, Stock: 3,
+		StartsAt: time.Now().Add(-time.Minute), EndsAt: time.Now().Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first sale's stock key holds the wrong type: its snapshot fails.
+	// The second sale's Redis state is lost: it needs a rebuild.
+	k := stock.KeysFor(broken)
+	if err := rc.Stock.Client().Del(ctx, k.Stock).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.Stock.Client().HSet(ctx, k.Stock, "x", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	reps, err := rc.All(ctx)
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("sale %d", broken)) {
+		t.Fatalf("pass error = %v, want the broken sale %d's", err, broken)
+	}
+	if len(reps) != 1 || reps[0].SaleID != sl.ID || !reps[0].Rebuilt {
+		t.Fatalf("reports = %+v, want sale %d rebuilt", reps, sl.ID)
+	}
+	settled(t, rc, sl.ID)
+}
+
+// A warm-up that stopped between loading a sale and listing it (the order
+// of older versions) left a loaded sale no relay reads: the reconciler
+// lists every loaded sale again.
+func TestLoadedSaleIsListed(t *testing.T) {
+	rc, id := sale(t, 5, 1)
+	ctx := context.Background()
+	if err := rc.Stock.Client().SRem(ctx, stock.SalesKey, id).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rc.Sale(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	listed, err := rc.Stock.Sales(ctx)
+	if err != nil || len(listed) != 1 || listed[0] != id {
+		t.Fatalf("listed sales = %v, %v; want [%d]", listed, err, id)
+	}
+}
+
+// An operator's end committed in the database whose Redis step failed:
+// the reconciler mirrors it, and Redis answers ENDED from then on.
+func TestOperatorEndIsMirrored(t *testing.T) {
+	rc, id := sale(t, 5, 1)
+	ctx := context.Background()
+	sl, _, err := rc.Store.EndSale(ctx, id, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rc.Stock.Reserve(ctx, id, "late", 99, ""); err != nil {
+		t.Fatalf("Redis still admits before the mirror: %v", err) // the fault this repairs
+	}
+	if _, err := rc.Stock.Release(ctx, id, "late", 99); err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.Mirror(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ends, err := rc.Stock.Ends(ctx, []int64{id})
+	if err != nil || ends[id] > sl.EndsAt.UnixMilli() {
+		t.Fatalf("Redis ends at %d (%v), want at most %d", ends[id], err, sl.EndsAt.UnixMilli())
+	}
+	if _, err := rc.Stock.Reserve(ctx, id, "later", 100, ""); !errors.Is(err, domain.ErrEnded) {
+		t.Fatalf("purchase after the mirror: %v, want ErrEnded", err)
 	}
 }

@@ -33,6 +33,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/fault"
 	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/workflows"
 )
@@ -276,6 +277,9 @@ func (r *Relay) process(ctx context.Context, batches []batch) []int {
 			sctx, span := r.traceStart(sctx, j.in)
 			created, err := r.starter.Start(sctx, j.in.OrderInput)
 			endSpan(span, created, err)
+			if err == nil {
+				err = fault.Hit(fault.RelayStart)
+			}
 			cancel()
 			mu.Lock()
 			defer mu.Unlock()
@@ -308,7 +312,11 @@ func (r *Relay) process(ctx context.Context, batches []batch) []int {
 		}
 	}
 	if len(started) > 0 {
-		if err := r.stock.Started(context.WithoutCancel(ctx), r.opts.Group, started); err != nil {
+		err := r.stock.Started(context.WithoutCancel(ctx), r.opts.Group, started)
+		if err == nil {
+			err = fault.Hit(fault.RelayAck)
+		}
+		if err != nil {
 			// The starts happened; the entries will be started again, which
 			// finds the workflows existing and acknowledges them then.
 			r.opts.Logger.Warn("relay: acknowledge intents", "err", err)

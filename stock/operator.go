@@ -3,6 +3,7 @@ package stock
 import (
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
 	"time"
 
@@ -53,4 +54,24 @@ func (s *Stock) AddUnits(ctx context.Context, saleID int64, units int) (bool, er
 	}
 	s.announceRestock(ctx, saleID)
 	return true, nil
+}
+
+// Ends returns the end (Unix milliseconds) Redis holds for each of the
+// sales that is loaded, in one round trip.
+func (s *Stock) Ends(ctx context.Context, saleIDs []int64) (map[int64]int64, error) {
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.StringCmd, len(saleIDs))
+	for i, id := range saleIDs {
+		cmds[i] = pipe.HGet(ctx, KeysFor(id).Meta, "ends_ms")
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("sale ends: %w", err)
+	}
+	out := make(map[int64]int64, len(saleIDs))
+	for i, id := range saleIDs {
+		if ms, err := cmds[i].Int64(); err == nil {
+			out[id] = ms
+		}
+	}
+	return out, nil
 }

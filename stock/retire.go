@@ -8,6 +8,8 @@ import (
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/fault"
 )
 
 var (
@@ -43,12 +45,16 @@ func (s *Stock) Retire(ctx context.Context, saleID int64) error {
 	if err != nil {
 		return err
 	}
+	if err := fault.Hit(fault.RetireKeys); err != nil {
+		return err
+	}
 	// SalesKey lives in another slot; a sale whose keys are gone but which
-	// is still listed is harmless (nothing to read) and removed here.
+	// is still listed is harmless (nothing to read) and removed here, or
+	// by the next pass, whose retire.lua finds the keys gone.
 	if err := s.rdb.SRem(ctx, SalesKey, saleID).Err(); err != nil {
 		return fmt.Errorf("forget sale %d: %w", saleID, err)
 	}
-	return nil
+	return fault.Hit(fault.RetireUnlist)
 }
 
 // HoldersOf returns, for every sale loaded in Redis, the order through

@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/fault"
 )
 
 var (
@@ -71,6 +72,7 @@ func (s *Stock) Client() redis.UniversalClient { return s.rdb }
 // Reserve admits userID to sale saleID under the freshly minted orderID,
 // with no rate limit and no trace context: Admit with only these fields.
 func (s *Stock) Reserve(ctx context.Context, saleID int64, userID string, orderID int64, idemKey string) (int64, error) {
+	// fault: the points are at the callers of the scripts (purchase.reserve).
 	return s.Admit(ctx, Purchase{SaleID: saleID, UserID: userID, OrderID: orderID, IdempotencyKey: idemKey})
 }
 
@@ -106,6 +108,7 @@ func (s *Stock) Admit(ctx context.Context, p Purchase) (int64, error) {
 	if p.BuyerRate > 0 {
 		rate = strconv.Itoa(p.BuyerRate)
 	}
+	// fault: purchase.reserve, at the caller.
 	res, err := reserveScript.Run(ctx, s.rdb, append(admitKeys(p.SaleID), RateKey(p.SaleID, p.UserID)),
 		p.UserID, strconv.FormatInt(p.OrderID, 10), p.IdempotencyKey, p.Traceparent, rate).Slice()
 	_, id, err := admission("reserve", res, err)
@@ -120,6 +123,7 @@ func (s *Stock) Admit(ctx context.Context, p Purchase) (int64, error) {
 // order id of a retry of the winning Idempotency-Key with a nil error, or
 // one of Reserve's errors.
 func (s *Stock) Lookup(ctx context.Context, saleID int64, userID, idemKey string) (orderID int64, open bool, err error) {
+	// fault: none: lookup.lua only reads.
 	res, err := lookupScript.Run(ctx, s.rdb, admitKeys(saleID), userID, "", idemKey).Slice()
 	code, id, err := admission("lookup", res, err)
 	return id, code == codeOpen, err
@@ -184,6 +188,7 @@ func admission(op string, res []any, err error) (code, orderID int64, _ error) {
 // harmless. A released unit is announced on RestockChannel.
 func (s *Stock) Release(ctx context.Context, saleID int64, userID string, orderID int64) (bool, error) {
 	k := KeysFor(saleID)
+	// fault: at the callers: the saga (retried by Temporal) and reconcile.stranded.release.
 	n, err := releaseScript.Run(ctx, s.rdb, []string{k.Meta, k.Stock, k.Buyers, k.Idem, k.Version, k.Released},
 		userID, strconv.FormatInt(orderID, 10)).Int()
 	if err != nil {
@@ -245,16 +250,35 @@ func (s *Stock) load(ctx context.Context, sale Sale) (bool, error) {
 	for user, order := range sale.Buyers {
 		args = append(args, user, strconv.FormatInt(order, 10))
 	}
+	// The sale is listed before it is loaded: SalesKey lives in another
+	// hash slot, so the two cannot share a script, and in this order a
+	// stop between them leaves a listed sale that admits nobody yet (the
+	// next purchase or the reconciler loads it), never a loaded sale whose
+	// intents no relay reads (docs/design.md §3.1). Listing again is
+	// harmless, so it is done even for a warm sale.
+	if err := s.List(ctx, sale.ID); err != nil {
+		return false, err
+	}
+	if err := fault.Hit(fault.WarmList); err != nil {
+		return false, err
+	}
 	n, err := warmScript.Run(ctx, s.rdb, []string{k.Meta, k.Stock, k.Buyers, k.Idem, k.Version, k.Released}, args...).Int()
 	if err != nil {
 		return false, fmt.Errorf("warm sale %d: %w", sale.ID, err)
 	}
-	// SalesKey lives in another hash slot, so it cannot join the script.
-	// Adding it again is harmless, so it is done even for a warm sale.
-	if err := s.rdb.SAdd(ctx, SalesKey, sale.ID).Err(); err != nil {
-		return false, fmt.Errorf("register sale %d: %w", sale.ID, err)
+	if err := fault.Hit(fault.WarmLoad); err != nil {
+		return false, err
 	}
 	return n == 1, nil
+}
+
+// List adds the sale to the live-sales set the relay reads (SalesKey).
+func (s *Stock) List(ctx context.Context, saleID int64) error {
+	// fault: warmup.list and reconcile.list, at the callers.
+	if err := s.rdb.SAdd(ctx, SalesKey, saleID).Err(); err != nil {
+		return fmt.Errorf("list sale %d: %w", saleID, err)
+	}
+	return nil
 }
 
 // lockExpiry bounds how long a crashed holder blocks others; holders
@@ -288,6 +312,12 @@ func (s *Stock) WithSaleLock(ctx context.Context, saleID int64, fn func(ctx cont
 				}
 			}
 		}
+	}()
+	// Deferred, so that a goroutine stopped inside fn (fault.Stop, the
+	// in-process crash of the fault tests) stops extending the lock too.
+	defer func() {
+		cancel()
+		<-done
 	}()
 	err := fn(wctx)
 	cancel()

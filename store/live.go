@@ -8,6 +8,7 @@ import (
 	"github.com/seckill/seckill/ent"
 	"github.com/seckill/seckill/ent/order"
 	"github.com/seckill/seckill/ent/sale"
+	"github.com/seckill/seckill/ent/stockmovement"
 )
 
 // OpenSales lists the sales that have not ended at now: what the
@@ -76,4 +77,22 @@ func (s *Store) LiveBuyers(ctx context.Context, saleID int64) ([]Buyer, error) {
 		out[i] = Buyer{UserID: o.UserID, OrderID: o.ID}
 	}
 	return out, nil
+}
+
+// HoldsUnit reports whether the database counts the order's unit as taken:
+// its ledger has a DEDUCT and no RESTORE.
+func (s *Store) HoldsUnit(ctx context.Context, orderID int64) (bool, error) {
+	moves, err := s.db.StockMovement.Query().Where(stockmovement.OrderID(orderID)).
+		Select(stockmovement.FieldKind).All(ctx)
+	if err != nil {
+		return false, fmt.Errorf("ledger of order %d: %w", orderID, err)
+	}
+	deducted := false
+	for _, m := range moves {
+		if m.Kind == stockmovement.KindRESTORE {
+			return false, nil
+		}
+		deducted = true
+	}
+	return deducted, nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/seckill/seckill/ent/order"
 	"github.com/seckill/seckill/ent/sale"
 	"github.com/seckill/seckill/ent/stockmovement"
+	"github.com/seckill/seckill/orderid"
 )
 
 // DeductStock takes one unit of the sale for the order. The ledger row and
@@ -57,13 +58,36 @@ func (s *Store) PlaceOrder(ctx context.Context, ref domain.OrderRef) error {
 		return err
 	})
 	if errors.Is(err, errDeducted) {
-		return nil // an earlier attempt committed the deduction and the row with it
+		// An earlier attempt committed the deduction and the row with it.
+		// If that row has ended since, this is a run that an operator reset
+		// to before the order's end (the Web UI offers it on any order):
+		// the order must not come back to life.
+		return s.placedEarlier(ctx, ref.OrderID)
 	}
 	if err != nil {
 		return fmt.Errorf("place order %d: %w", ref.OrderID, err)
 	}
 	return nil
 }
+
+// placedEarlier answers a PlaceOrder whose deduction an earlier attempt
+// committed: nil while the order's row is live, a *domain.StateError with
+// the row's status once it has ended.
+func (s *Store) placedEarlier(ctx context.Context, orderID int64) error {
+	row, err := s.Order(ctx, orderID)
+	if err != nil {
+		return fmt.Errorf("place order %d: %w", orderID, err)
+	}
+	if status := domain.Status(row.Status); status.Final() {
+		return &domain.StateError{Status: status, Detail: fmt.Sprintf("order %d has ended already: %s", orderID, status)}
+	}
+	return nil
+}
+
+// AdmissionSkew is how far past a sale's end an order's admission time
+// (its id's, read on the minting api's clock) may lie and still be placed:
+// Redis admits by its own clock, and the api's may run ahead of it.
+const AdmissionSkew = time.Second
 
 // errDeducted: the order's DEDUCT ledger row exists, written by an earlier
 // attempt that committed.
@@ -87,7 +111,16 @@ func deduct(ctx context.Context, tx *ent.Tx, ref domain.OrderRef) error {
 	// same lock to set cancelled_at: a deduction either commits before the
 	// cancellation (its order is then cancelled through its workflow) or
 	// finds the sale cancelled.
-	n, err := tx.Sale.Update().Where(sale.ID(ref.SaleID), sale.StockGT(0), sale.CancelledAtIsNil()).AddStock(-1).Save(ctx)
+	//
+	// An order admitted after the sale's end is refused: Redis admits by
+	// its own copy of the window, which an operator's end reaches only
+	// after the database (docs/design.md §3.10), and the relay may start
+	// the order minutes later. The order id carries its admission time;
+	// winners admitted before the end keep their orders.
+	admitted := orderid.Time(ref.OrderID)
+	n, err := tx.Sale.Update().
+		Where(sale.ID(ref.SaleID), sale.StockGT(0), sale.CancelledAtIsNil(), sale.EndsAtGT(admitted.Add(-AdmissionSkew))).
+		AddStock(-1).Save(ctx)
 	if err != nil {
 		return err
 	}
@@ -100,6 +133,9 @@ func deduct(ctx context.Context, tx *ent.Tx, ref domain.OrderRef) error {
 			return err
 		case sl.CancelledAt != nil:
 			return domain.ErrSaleCancelled
+		case !sl.EndsAt.After(admitted.Add(-AdmissionSkew)):
+			return fmt.Errorf("%w: order %d was admitted at %s, after the sale ended at %s",
+				domain.ErrAdmittedAfterEnd, ref.OrderID, admitted.Format(time.RFC3339Nano), sl.EndsAt.Format(time.RFC3339Nano))
 		}
 		return domain.ErrOutOfStock
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/seckill/seckill/ent/order"
 	"github.com/seckill/seckill/ent/stockmovement"
 	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/orderid"
 	"github.com/seckill/seckill/store"
 )
 
@@ -406,6 +407,77 @@ func TestPlaceOrderAfterItsRestoreDoesNotLand(t *testing.T) {
 		}
 		if _, err := st.Order(ctx, 510); !errors.Is(err, domain.ErrNotFound) {
 			t.Fatalf("a compensated order got a row: %v", err)
+		}
+	})
+}
+
+// A run reset to before its order's end (the Web UI's Reset) places the
+// order again: it must neither take the unit again nor revive the row. A
+// PlaceOrder of an ended order is refused with the status it ended in.
+func TestPlaceOrderOfAnEndedOrderIsRefused(t *testing.T) {
+	backends(t, func(t *testing.T, st *store.Store) {
+		ctx := context.Background()
+		sale := newSale(t, st, 3)
+		paid := domain.OrderRef{OrderID: 520, SaleID: sale, UserID: "tia", AmountCents: 49900}
+		cancelled := domain.OrderRef{OrderID: 521, SaleID: sale, UserID: "uma", AmountCents: 49900}
+		for _, ref := range []domain.OrderRef{paid, cancelled} {
+			if err := st.PlaceOrder(ctx, ref); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := st.MarkPaid(ctx, paid.OrderID); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.FinishOrder(ctx, cancelled, domain.StatusCancelled, "cancelled by buyer"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.RestoreStock(ctx, cancelled); err != nil {
+			t.Fatal(err)
+		}
+		for ref, want := range map[domain.OrderRef]domain.Status{paid: domain.StatusPaid, cancelled: domain.StatusCancelled} {
+			err := st.PlaceOrder(ctx, ref)
+			var se *domain.StateError
+			if !errors.As(err, &se) || se.Status != want {
+				t.Fatalf("place order %d again: %v, want a StateError with %s", ref.OrderID, err, want)
+			}
+			if o, err := st.Order(ctx, ref.OrderID); err != nil || domain.Status(o.Status) != want {
+				t.Fatalf("order %d = %+v, %v; want %s", ref.OrderID, o, err, want)
+			}
+		}
+		if got := stockOf(t, st, sale); got != 2 {
+			t.Fatalf("stock = %d, want 2 (one paid, one restored)", got)
+		}
+	})
+}
+
+// An operator ends a sale in the database before Redis hears of it, and
+// the relay may start an order minutes after its admission: an order
+// admitted after the end takes no unit and gets no row, while one
+// admitted before the end (however late it is placed) keeps its unit.
+func TestOrderAdmittedAfterTheEndIsRefused(t *testing.T) {
+	backends(t, func(t *testing.T, st *store.Store) {
+		ctx := context.Background()
+		sale := newSale(t, st, 3)
+		before := domain.OrderRef{OrderID: 530, SaleID: sale, UserID: "ava", AmountCents: 49900} // admitted in 2025
+		if _, _, err := st.EndSale(ctx, sale, time.Now().Add(-2*store.AdmissionSkew)); err != nil {
+			t.Fatal(err)
+		}
+		late, err := orderid.New(7).Next() // admitted now, after the end
+		if err != nil {
+			t.Fatal(err)
+		}
+		after := domain.OrderRef{OrderID: late, SaleID: sale, UserID: "bo", AmountCents: 49900}
+		if err := st.PlaceOrder(ctx, after); !errors.Is(err, domain.ErrAdmittedAfterEnd) {
+			t.Fatalf("place an order admitted after the end: %v, want ErrAdmittedAfterEnd", err)
+		}
+		if err := st.DeductStock(ctx, after); !errors.Is(err, domain.ErrAdmittedAfterEnd) {
+			t.Fatalf("deduct for an order admitted after the end: %v, want ErrAdmittedAfterEnd", err)
+		}
+		if err := st.PlaceOrder(ctx, before); err != nil {
+			t.Fatalf("place an order admitted before the end: %v", err)
+		}
+		if got, k := stockOf(t, st, sale), ledger(t, st, late); got != 2 || len(k) != 0 {
+			t.Fatalf("stock %d (want 2), ledger of the late order %v (want none)", got, k)
 		}
 	})
 }

@@ -450,6 +450,13 @@ func (o *order) end(ctx workflow.Context, status domain.Status, reason string) (
 			o.set(dctx, domain.StatusPaid, "")
 			return o.state, nil
 		}
+		if final != status {
+			// The row had ended already, another way: this run was reset
+			// to before that end, or the reconciler ended the order while
+			// its workflow was closed. The row is the truth the buyer was
+			// told; the compensations below find their work done.
+			status, reason = final, "the order had already ended "+string(final)
+		}
 	}
 	for i := len(o.compensations) - 1; i >= 0; i-- {
 		if err := o.compensations[i](cctx); err != nil {

@@ -322,3 +322,23 @@ func TestOrderBeforeLeanSaga(t *testing.T) {
 	equal(t, "calls", s.calls, []string{"DeductStock", "CreateOrder", "MarkPaid"})
 	equal(t, "notified", s.notified, []domain.Status{domain.StatusAwaitingPayment, domain.StatusPaid})
 }
+
+// A run reset to before its order's end meets the ended row: PlaceOrder is
+// refused (store.PlaceOrder's StateError) and the run ends with the row's
+// status, not the FAILED it would have chosen, and never awaits payment.
+func TestResetRunOfAnEndedOrderEndsAsTheRow(t *testing.T) {
+	for _, row := range []domain.Status{domain.StatusCancelled, domain.StatusExpired, domain.StatusPaid} {
+		t.Run(string(row), func(t *testing.T) {
+			env, s := newEnv(t, map[string]step{"PlaceOrder": nonRetryable(activities.ErrTypeInvalidOrder)})
+			s.rowStatus = row
+			st := run(t, env, OrderInput{Order: testRef})
+			if st.Status != row {
+				t.Fatalf("status = %s (%s), want the row's %s", st.Status, st.Reason, row)
+			}
+			equal(t, "notified", s.notified, []domain.Status{row})
+			if row == domain.StatusPaid {
+				equal(t, "calls", s.calls, []string{"PlaceOrder", "FinishOrder"})
+			}
+		})
+	}
+}

@@ -19,7 +19,9 @@ type AuditCmd struct {
 }
 
 func (c *AuditCmd) Run(ctx context.Context) error {
-	d, err := c.connect(ctx, c.Quiescent, nil)
+	// With Temporal the settled audit also finds orders whose workflow
+	// closed without ending them.
+	d, err := c.connect(ctx, c.Settled || c.Quiescent, nil)
 	if err != nil {
 		return err
 	}

@@ -11,16 +11,26 @@ import (
 // ReconcileCmd repairs Redis↔Postgres drift of live sales once.
 type ReconcileCmd struct {
 	Services
-	Sale []int64 `name:"sale" help:"Sales to reconcile (default: every sale that has not ended)."`
+	Sale     []int64 `name:"sale" help:"Sales to reconcile (default: every sale that has not ended)."`
+	Stranded bool    `name:"stranded" default:"true" negatable:"" help:"Also end the orders whose workflow closed without ending them (an operator's Terminate); needs Temporal."`
 }
 
 func (c *ReconcileCmd) Run(ctx context.Context) error {
-	d, err := c.connect(ctx, false, nil)
+	d, err := c.connect(ctx, c.Stranded, nil)
 	if err != nil {
 		return err
 	}
 	defer d.Close()
-	rc := &reconcile.Reconciler{Store: d.store, Stock: d.stock}
+	rc := &reconcile.Reconciler{Store: d.store, Stock: d.stock, Temporal: d.temporal, Events: d.events}
+	if c.Stranded {
+		ends, err := rc.Stranded(ctx)
+		for _, e := range ends {
+			fmt.Printf("order %d (sale %d): workflow %s; ended %s: %s\n", e.Ref.OrderID, e.Ref.SaleID, e.Closed, e.Status, e.Reason)
+		}
+		if err != nil {
+			return err
+		}
+	}
 	var reps []reconcile.Report
 	if len(c.Sale) == 0 {
 		if reps, err = rc.All(ctx); err != nil {
@@ -46,6 +56,7 @@ func runReconciler(ctx context.Context, d *deps, interval, retireAfter time.Dura
 	if interval <= 0 {
 		return
 	}
-	rc := (&reconcile.Reconciler{Store: d.store, Stock: d.stock, RetireAfter: retireAfter}).WithMetrics(d.registry)
+	rc := (&reconcile.Reconciler{Store: d.store, Stock: d.stock, RetireAfter: retireAfter,
+		Temporal: d.temporal, Events: d.events}).WithMetrics(d.registry)
 	go func() { _ = rc.Run(ctx, interval) }()
 }

@@ -1,0 +1,290 @@
+package api_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
+
+	"github.com/seckill/seckill/api"
+	"github.com/seckill/seckill/api/wire"
+	"github.com/seckill/seckill/audit"
+	"github.com/seckill/seckill/auth"
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/push"
+	"github.com/seckill/seckill/reconcile"
+)
+
+// The Temporal Web UI offers Terminate, Reset and Cancel on every order's
+// workflow (docs/design.md §4.9). Each must leave the order final, its unit
+// conserved, and every answer the buyer got true.
+
+// purchase buys one unit as user and returns the order id.
+func (s *system) purchase(saleID, user string) string {
+	s.t.Helper()
+	r := s.buy(saleID, user)
+	if r.status != http.StatusAccepted {
+		s.t.Fatalf("buy as %s: %d %s", user, r.status, r.body)
+	}
+	var p wire.Purchase
+	r.decode(s.t, &p)
+	return p.OrderID
+}
+
+func (s *system) pay(orderID, user string) response {
+	s.t.Helper()
+	return s.do("POST", "/v1/orders/"+orderID+"/pay", s.token(user, auth.RoleBuyer), nil)
+}
+
+// reconciler is the worker's reconciler over the system's services.
+func (s *system) reconciler() *reconcile.Reconciler {
+	return &reconcile.Reconciler{Store: s.store, Stock: s.stock, Temporal: s.tc, Events: push.NewPublisher(s.redis), Grace: time.Nanosecond}
+}
+
+// endStranded runs the reconciler's stranded pass until it ended order
+// (visibility trails a close by moments) and returns how it ended it.
+func (s *system) endStranded(orderID string) reconcile.Ending {
+	s.t.Helper()
+	var got reconcile.Ending
+	testenv.Eventually(s.t, time.Minute, func() error {
+		ends, err := s.reconciler().Stranded(context.Background())
+		if err != nil {
+			return err
+		}
+		for _, e := range ends {
+			if fmt.Sprint(e.Ref.OrderID) == orderID {
+				got = e
+				return nil
+			}
+		}
+		return fmt.Errorf("order %s not ended yet (ended %d others)", orderID, len(ends))
+	})
+	return got
+}
+
+// audited runs the settled audit with Temporal and returns its report.
+func (s *system) audited(saleID string, quiescent bool) audit.Report {
+	s.t.Helper()
+	var id int64
+	fmt.Sscan(saleID, &id)
+	r, err := audit.Sale(context.Background(), audit.Sources{Store: s.store, Stock: s.stock, Temporal: s.tc}, id,
+		audit.Expect{Settled: true, Quiescent: quiescent})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return r
+}
+
+func (s *system) wantProblem(r response, status int, code string) wire.Problem {
+	s.t.Helper()
+	if r.status != status {
+		s.t.Fatalf("answer %d %s, want %d %s", r.status, r.body, status, code)
+	}
+	p := r.problem(s.t)
+	if p.Code != code {
+		s.t.Fatalf("problem code %s (%s), want %s", p.Code, p.Detail, code)
+	}
+	return p
+}
+
+// An order awaiting payment whose workflow an operator terminates: a pay
+// meanwhile answers 503 (never the 202 "it will happen"), the audit reports
+// the order, the reconciler ends it CANCELLED with its unit back in both
+// stores, and a pay afterwards answers 409 with that status.
+func TestTerminatedOrderIsEndedByTheReconciler(t *testing.T) {
+	s := start(t, options{})
+	sale := s.createSale(2)
+	id := s.purchase(sale.ID, "tess")
+	s.waitStatus(id, "tess", domain.StatusAwaitingPayment)
+	ctx := context.Background()
+	if err := s.tc.TerminateWorkflow(ctx, "order-"+id, "", "stopped from the Web UI"); err != nil {
+		t.Fatal(err)
+	}
+
+	s.wantProblem(s.pay(id, "tess"), http.StatusServiceUnavailable, wire.CodeUnavailable)
+	testenv.Eventually(t, time.Minute, func() error {
+		if r := s.audited(sale.ID, false); r.Stranded != 1 || r.OK() {
+			return fmt.Errorf("audit before the repair: stranded %d, ok %v; want 1 and a violation", r.Stranded, r.OK())
+		}
+		return nil
+	})
+
+	e := s.endStranded(id)
+	if e.Status != domain.StatusCancelled || !strings.Contains(e.Reason, "terminated") {
+		t.Fatalf("ended %s (%s), want CANCELLED saying it was terminated", e.Status, e.Reason)
+	}
+	p := s.wantProblem(s.pay(id, "tess"), http.StatusConflict, wire.CodeInvalidState)
+	if p.OrderStatus != domain.StatusCancelled {
+		t.Fatalf("pay after the repair: order status %s, want CANCELLED", p.OrderStatus)
+	}
+	if r := s.audited(sale.ID, true); !r.OK() || r.Stranded != 0 || r.DBStock != 2 || r.RedisRemaining != 2 {
+		t.Fatalf("audit after the repair: %s", r)
+	}
+	// The unit is back on sale: the same buyer may buy again.
+	s.waitStatus(s.purchase(sale.ID, "tess"), "tess", domain.StatusAwaitingPayment)
+}
+
+// A pay the workflow accepted, terminated before its MarkPaid committed:
+// the buyer was told their payment is on its way (202), so the
+// reconciler ends the order PAID.
+func TestTerminatedAfterAnAcceptedPayIsPaid(t *testing.T) {
+	s := start(t, options{cfg: api.Config{PayWait: time.Millisecond}})
+	sale := s.createSale(2)
+	id := s.purchase(sale.ID, "ugo")
+	s.waitStatus(id, "ugo", domain.StatusAwaitingPayment)
+	ctx := context.Background()
+
+	// No row may become PAID for now: MarkPaid fails and retries.
+	db := s.store.DB()
+	if _, err := db.ExecContext(ctx, "ALTER TABLE orders ADD CONSTRAINT hold_payments CHECK (status <> 'PAID') NOT VALID"); err != nil {
+		t.Fatal(err)
+	}
+	if r := s.pay(id, "ugo"); r.status != http.StatusAccepted {
+		t.Fatalf("pay while MarkPaid fails: %d %s, want 202", r.status, r.body)
+	}
+	if err := s.tc.TerminateWorkflow(ctx, "order-"+id, "", "stopped mid-pay"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, "ALTER TABLE orders DROP CONSTRAINT hold_payments"); err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := s.getOrder(id, "ugo"); o.Status != domain.StatusAwaitingPayment {
+		t.Fatalf("order is %s before the repair, want AWAITING_PAYMENT", o.Status)
+	}
+
+	if e := s.endStranded(id); e.Status != domain.StatusPaid {
+		t.Fatalf("ended %s (%s), want PAID: the pay was accepted", e.Status, e.Reason)
+	}
+	s.waitStatus(id, "ugo", domain.StatusPaid)
+	if r := s.pay(id, "ugo"); r.status != http.StatusOK {
+		t.Fatalf("pay again: %d %s, want 200", r.status, r.body)
+	}
+	if r := s.audited(sale.ID, true); !r.OK() || r.DBStock != 1 {
+		t.Fatalf("audit: %s", r)
+	}
+}
+
+// An order terminated before its workflow placed it (PENDING, no row, the
+// unit held in Redis only) gets a CANCELLED row and its Redis unit back.
+func TestTerminatedPendingOrderGetsItsRow(t *testing.T) {
+	s := start(t, options{temporalDown: true})
+	sale := s.createSale(1)
+	id := s.purchase(sale.ID, "vera")
+	s.temporal.Start() // the relay starts the workflow; no worker runs it
+	ctx := context.Background()
+	testenv.Eventually(t, time.Minute, func() error {
+		_, err := s.tc.DescribeWorkflowExecution(ctx, "order-"+id, "")
+		return err
+	})
+	if err := s.tc.TerminateWorkflow(ctx, "order-"+id, "", "stopped before it ran"); err != nil {
+		t.Fatal(err)
+	}
+	if e := s.endStranded(id); e.Status != domain.StatusCancelled || e.Row != "" {
+		t.Fatalf("ended %+v, want CANCELLED from no row", e)
+	}
+	s.waitStatus(id, "vera", domain.StatusCancelled)
+	s.startWorker()
+	if r := s.audited(sale.ID, true); !r.OK() || r.DBStock != 1 || r.RedisRemaining != 1 {
+		t.Fatalf("audit: %s", r)
+	}
+}
+
+// Reset (the Web UI's "reset to first workflow task" or "to last") re-runs
+// an order from a point of its history. A reset of an ended order must not
+// bring it back to AWAITING_PAYMENT nor take its unit again; a reset of an
+// order awaiting payment leaves it payable.
+func TestResetOrders(t *testing.T) {
+	s := start(t, options{})
+	sale := s.createSale(3)
+	ctx := context.Background()
+
+	cancelled := s.purchase(sale.ID, "wes")
+	s.waitStatus(cancelled, "wes", domain.StatusAwaitingPayment)
+	if r := s.do("POST", "/v1/orders/"+cancelled+"/cancel", s.token("wes", auth.RoleBuyer), nil); r.status != http.StatusOK {
+		t.Fatalf("cancel: %d %s", r.status, r.body)
+	}
+	paid := s.purchase(sale.ID, "xia")
+	s.waitStatus(paid, "xia", domain.StatusAwaitingPayment)
+	if r := s.pay(paid, "xia"); r.status != http.StatusOK {
+		t.Fatalf("pay: %d %s", r.status, r.body)
+	}
+	awaiting := s.purchase(sale.ID, "yan")
+	s.waitStatus(awaiting, "yan", domain.StatusAwaitingPayment)
+
+	for _, c := range []struct {
+		order, user string
+		first       bool
+		want        domain.Status
+	}{
+		{cancelled, "wes", true, domain.StatusCancelled},
+		{cancelled, "wes", false, domain.StatusCancelled},
+		{paid, "xia", true, domain.StatusPaid},
+		{paid, "xia", false, domain.StatusPaid},
+		{awaiting, "yan", true, domain.StatusAwaitingPayment},
+		{awaiting, "yan", false, domain.StatusAwaitingPayment},
+	} {
+		s.reset("order-"+c.order, c.first)
+		run := s.tc.GetWorkflow(ctx, "order-"+c.order, "")
+		if c.want.Final() {
+			var st struct{ Status domain.Status }
+			if err := run.Get(ctx, &st); err != nil || st.Status != c.want {
+				t.Fatalf("reset (first %v) of %s order: run ended %+v, %v; want %s", c.first, c.want, st, err, c.want)
+			}
+		}
+		if o, _ := s.getOrder(c.order, c.user); o.Status != c.want {
+			t.Fatalf("reset (first %v): order is %s, want %s", c.first, o.Status, c.want)
+		}
+	}
+	if r := s.pay(awaiting, "yan"); r.status != http.StatusOK {
+		t.Fatalf("pay after the resets: %d %s", r.status, r.body)
+	}
+	if r := s.audited(sale.ID, true); !r.OK() || r.DBStock != 1 || r.RedisRemaining != 1 {
+		t.Fatalf("audit: %s", r)
+	}
+}
+
+// reset resets the workflow's current run to its first or its last
+// completed workflow task, as the Web UI's Reset does.
+func (s *system) reset(workflowID string, first bool) {
+	s.t.Helper()
+	ctx := context.Background()
+	var point int64
+	// An order's row is written inside its first workflow task, so the
+	// task may still be completing when the row shows it.
+	testenv.Eventually(s.t, time.Minute, func() error {
+		it := s.tc.GetWorkflowHistory(ctx, workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for it.HasNext() {
+			ev, err := it.Next()
+			if err != nil {
+				return err
+			}
+			if ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED {
+				point = ev.GetEventId()
+				if first {
+					break
+				}
+			}
+		}
+		if point == 0 {
+			return fmt.Errorf("%s has no completed workflow task yet", workflowID)
+		}
+		return nil
+	})
+	_, err := s.tc.ResetWorkflowExecution(ctx, &workflowservice.ResetWorkflowExecutionRequest{
+		Namespace:                 "default",
+		WorkflowExecution:         &commonpb.WorkflowExecution{WorkflowId: workflowID},
+		Reason:                    "reset from the Web UI",
+		WorkflowTaskFinishEventId: point,
+		RequestId:                 fmt.Sprintf("reset-%s-%d", workflowID, time.Now().UnixNano()),
+	})
+	if err != nil {
+		s.t.Fatalf("reset %s to event %d: %v", workflowID, point, err)
+	}
+}

@@ -1,0 +1,111 @@
+package fault
+
+// The fault points: every place where a path of an order, a sale or an
+// instance writes to Redis, Postgres or Temporal, named after the path and
+// the write, with what a stop right after the write leaves behind and what
+// makes it whole. docs/reliability.md shows this list as a table, and
+// fault/points_test.go has an error case and a crash case for every entry:
+// a point without both fails the test, and so does a fault.Hit of a point
+// that is not listed here.
+const (
+	// purchase: orders.Service.Purchase
+	PurchaseReserve Point = "purchase.reserve"
+
+	// relay: relay.Relay
+	RelayStart Point = "relay.start"
+	RelayAck   Point = "relay.ack"
+
+	// warm-up: stock.Stock.Warm / Load, from a purchase, an operator or
+	// the reconciler
+	WarmList Point = "warmup.list"
+	WarmLoad Point = "warmup.load"
+
+	// operator: api end / add units / cancel a sale
+	OperatorEndDB       Point = "operator.end.db"
+	OperatorEndRedis    Point = "operator.end.redis"
+	OperatorAddDB       Point = "operator.add.db"
+	OperatorAddRedis    Point = "operator.add.redis"
+	OperatorCancelDB    Point = "operator.cancel.db"
+	OperatorCancelRedis Point = "operator.cancel.redis"
+	OperatorCancelOrder Point = "operator.cancel.order"
+
+	// reconciler: reconcile.Reconciler
+	ReconcileList    Point = "reconcile.list"
+	ReconcileMirror  Point = "reconcile.mirror"
+	ReconcileRebuild Point = "reconcile.rebuild"
+	ReconcileRepair  Point = "reconcile.repair"
+	StrandedFinish   Point = "reconcile.stranded.finish"
+	StrandedRestore  Point = "reconcile.stranded.restore"
+	StrandedRelease  Point = "reconcile.stranded.release"
+
+	// retirement: reconcile.Reconciler.Retire
+	RetireKeys   Point = "retire.keys"
+	RetireUnlist Point = "retire.unlist"
+)
+
+// Info describes a point for docs/reliability.md.
+type Info struct {
+	Point Point
+	// Path is the path the point belongs to.
+	Path string
+	// Write is the write that has just succeeded when the point is hit.
+	Write string
+	// Stop is what a stop right after the write leaves, and what repairs it.
+	Stop string
+}
+
+// Points lists every point, in the order of docs/reliability.md.
+var Points = []Info{
+	{PurchaseReserve, "purchase", "Redis: reserve.lua took the unit, recorded the buyer and queued the intent",
+		"the buyer has no answer; the relay starts the order, and a retry with the same Idempotency-Key answers the same 202 (without a key: 409 ALREADY_PURCHASED with the order id)"},
+	{RelayStart, "relay", "Temporal: the order's workflow was started",
+		"the intent is unacknowledged; a relay reclaims it, meets the same order's workflow and acknowledges it"},
+	{RelayAck, "relay", "Redis: the intent acknowledged and its order taken off the line",
+		"nothing: the order's workflow runs"},
+	{WarmList, "warm-up", "Redis: the sale added to the live-sales set the relay reads, before its keys are loaded",
+		"a listed sale that is not loaded admits nobody; the next purchase or the reconciler loads it"},
+	{WarmLoad, "warm-up", "Redis: warm.lua loaded the sale's window, stock and buyers",
+		"nothing: the sale was listed first"},
+	{OperatorEndDB, "operator", "Postgres: the sale's end set to now",
+		"Redis still admits until the old end; the reconciler mirrors the database's window into Redis, and an order admitted after the end is refused by PlaceOrder"},
+	{OperatorEndRedis, "operator", "Redis: end.lua set the new window",
+		"nothing: both stores agree"},
+	{OperatorAddDB, "operator", "Postgres: the units added to stock and total",
+		"Redis holds fewer units than the database, the side that cannot oversell; the reconciler raises it once no order is on its way"},
+	{OperatorAddRedis, "operator", "Redis: add.lua added the units",
+		"nothing: both stores agree"},
+	{OperatorCancelDB, "operator", "Postgres: the sale marked cancelled and ended",
+		"Redis still admits; the reconciler mirrors the end, the cancellation rescan cancels every open order, and PlaceOrder refuses the sale's unplaced orders"},
+	{OperatorCancelRedis, "operator", "Redis: end.lua ended the cancelled sale",
+		"the open orders are cancelled by the rescan every instance runs"},
+	{OperatorCancelOrder, "operator", "Temporal: the cancel update of one open order accepted",
+		"the rescan sends it again under the same update id; the workflow answers once"},
+	{ReconcileList, "reconciler", "Redis: a loaded sale re-added to the live-sales set",
+		"nothing: the next pass lists it again"},
+	{ReconcileMirror, "reconciler", "Redis: the database's window (an operator's end) mirrored",
+		"nothing: the next pass finds them equal"},
+	{ReconcileRebuild, "reconciler", "Redis: a sale Redis lost loaded again from the database",
+		"nothing: the sale is listed and loaded"},
+	{ReconcileRepair, "reconciler", "Redis: repair.lua restored buyers, released stale units, set the count",
+		"nothing: the next pass plans from what is then true"},
+	{StrandedFinish, "reconciler", "Postgres: the row of an order whose workflow closed without ending it is final (MarkPaid or FinishOrder)",
+		"the unit is still taken; the next pass finds the order again by its ledger and restores and releases it"},
+	{StrandedRestore, "reconciler", "Postgres: that order's unit restored",
+		"Redis still holds the buyer; the next pass's count repair releases it (the database has the unit back)"},
+	{StrandedRelease, "reconciler", "Redis: that order's unit released",
+		"the buyer was not told; their socket's snapshot on connect carries the row"},
+	{RetireKeys, "retirement", "Redis: retire.lua dropped a drained sale's keys",
+		"the sale is still listed; the next pass retires it again and unlists it"},
+	{RetireUnlist, "retirement", "Redis: the sale removed from the live-sales set",
+		"nothing: the database alone answers for the sale"},
+}
+
+// lookup returns the point's Info.
+func lookup(p Point) (Info, bool) {
+	for _, i := range Points {
+		if i.Point == p {
+			return i, true
+		}
+	}
+	return Info{}, false
+}
