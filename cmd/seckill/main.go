@@ -14,6 +14,8 @@ import (
 	"syscall"
 
 	"github.com/alecthomas/kong"
+
+	"github.com/seckill/seckill/fault"
 )
 
 // CLI is every command, flag and environment variable of seckill. It is the
@@ -44,6 +46,14 @@ func main() {
 		kong.UsageOnError(),
 	)
 	setupLogging(cli.LogLevel, cli.LogFormat)
+	// Drills and the chaos suite stop a process at a named write
+	// (docs/reliability.md, "Fault points"); never set in production.
+	if points, err := fault.FromEnv(); err != nil {
+		fmt.Fprintln(os.Stderr, "seckill:", err)
+		os.Exit(2)
+	} else if len(points) > 0 {
+		slog.Warn("SECKILL_FAULTS armed: this process fails on purpose at these points", "points", points)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	kctx.BindTo(ctx, (*context.Context)(nil))
