@@ -59,7 +59,7 @@ type Report struct {
 	OpenWorkflows  int64                 `json:"open_workflows"`
 	// Stranded counts the orders whose workflow closed without ending
 	// them (an operator's Terminate): the reconciler ends them
-	// (docs/design.md §4.9). Checked with Temporal when Settled; -1 if not.
+	// (docs/design.md §4.8). Checked with Temporal when Settled; -1 if not.
 	Stranded int `json:"stranded"`
 	// Retired: the sale has ended and its keys have left Redis; only the
 	// database's invariants are checked.

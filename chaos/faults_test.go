@@ -224,3 +224,27 @@ func TestWorkerKilledRepeatedly(t *testing.T) {
 	}
 	w.finish("two apis, two workers; one worker SIGKILLed 3 times during the wave", "the surviving worker and each restarted one picked up the open workflows")
 }
+
+// (h) A real process exit at a fault point (SECKILL_FAULTS, docs/
+// reliability.md): an api whose relay exits, with no deferred cleanup,
+// right after it started an order's workflow and before it acknowledged the
+// intent. The other api's relay reclaims the intent, meets the workflow the
+// dead one started (the same order), acknowledges it, and the wave ends
+// clean.
+func TestAPIExitsBetweenStartAndAck(t *testing.T) {
+	t.Parallel()
+	c := start(t, setup{apiEnv: [][]string{{"SECKILL_FAULTS=relay.start=exit", "SECKILL_RELAY_YIELD=0"}, nil}})
+	c.startWorker("worker")
+	doomed, survivor := c.procs["api-0"], c.apis[1]
+	w := c.wave(survivor)
+	testenv.Eventually(t, 3*time.Minute, func() error {
+		if !doomed.Exited() {
+			return fmt.Errorf("the doomed api has not reached relay.start yet")
+		}
+		return nil
+	})
+	if code := doomed.ExitCode(); code != 70 {
+		t.Fatalf("the doomed api exited %d, want 70 (the fault point's exit)", code)
+	}
+	w.finish("api exits at relay.start (workflow started, intent not acknowledged)", "the other api's relay reclaimed the intent, found the same order's workflow and acknowledged it")
+}

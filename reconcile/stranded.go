@@ -20,7 +20,7 @@ import (
 	"github.com/seckill/seckill/workflows"
 )
 
-// Orders whose workflow closed before it ended them (docs/design.md §4.9).
+// Orders whose workflow closed before it ended them (docs/design.md §4.8).
 // The Web UI offers Terminate on every order; a terminated workflow runs
 // no compensation, so its order would keep its unit, its buyer and its
 // AWAITING_PAYMENT row forever. The reconciler finds such orders and ends

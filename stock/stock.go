@@ -254,7 +254,7 @@ func (s *Stock) load(ctx context.Context, sale Sale) (bool, error) {
 	// hash slot, so the two cannot share a script, and in this order a
 	// stop between them leaves a listed sale that admits nobody yet (the
 	// next purchase or the reconciler loads it), never a loaded sale whose
-	// intents no relay reads (docs/design.md §3.1). Listing again is
+	// intents no relay reads (docs/design.md §3.5). Listing again is
 	// harmless, so it is done even for a warm sale.
 	if err := s.List(ctx, sale.ID); err != nil {
 		return false, err

@@ -114,7 +114,7 @@ func deduct(ctx context.Context, tx *ent.Tx, ref domain.OrderRef) error {
 	//
 	// An order admitted after the sale's end is refused: Redis admits by
 	// its own copy of the window, which an operator's end reaches only
-	// after the database (docs/design.md §3.10), and the relay may start
+	// after the database (docs/design.md §7), and the relay may start
 	// the order minutes later. The order id carries its admission time;
 	// winners admitted before the end keep their orders.
 	admitted := orderid.Time(ref.OrderID)

@@ -98,6 +98,22 @@ func (p *Process) Interrupt() (int, time.Duration) {
 	return p.cmd.ProcessState.ExitCode(), time.Since(start)
 }
 
+// Exited reports whether the process has exited.
+func (p *Process) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// ExitCode is the exit code of a process that has exited.
+func (p *Process) ExitCode() int {
+	<-p.done
+	return p.cmd.ProcessState.ExitCode()
+}
+
 // Kill ends the process at once (a crash).
 func (p *Process) Kill() {
 	select {
