@@ -60,6 +60,15 @@ const VersionUpdates = "pay-cancel-updates"
 // and one more TemporalChangeVersion upsert, which is what it saves.
 const VersionLeanSaga workflow.Version = 2
 
+// VersionDeadline is version 3 of the same change id: pay and cancel are
+// refused once the payment deadline has passed, even when they reach the
+// workflow in the same workflow task as the timer's firing, whose callback
+// would otherwise run after the update's and lose to it. Only the
+// validators differ (they write no history), so the command sequence is
+// version 2's; the version is recorded so that workflows started before it
+// keep their behaviour on the workers that run both.
+const VersionDeadline workflow.Version = 3
+
 // DefaultPaymentTimeout is how long a buyer has to pay.
 const DefaultPaymentTimeout = 15 * time.Minute
 
@@ -183,8 +192,8 @@ func OrderWorkflow(ctx workflow.Context, in OrderInput) (OrderState, error) {
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (OrderState, error) { return o.state, nil }); err != nil {
 		return o.state, err
 	}
-	version := workflow.GetVersion(ctx, VersionUpdates, workflow.DefaultVersion, VersionLeanSaga)
-	o.v1, o.lean = version >= 1, version >= VersionLeanSaga
+	version := workflow.GetVersion(ctx, VersionUpdates, workflow.DefaultVersion, VersionDeadline)
+	o.v1, o.lean, o.strictDeadline = version >= 1, version >= VersionLeanSaga, version >= VersionDeadline
 	o.decisions = workflow.NewBufferedChannel(ctx, 1)
 	if err := o.handleUpdates(ctx); err != nil {
 		return o.state, err
@@ -205,8 +214,11 @@ type order struct {
 	state         OrderState
 	compensations []func(ctx workflow.Context) error
 	// v1 is false for workflows started before VersionUpdates; lean is
-	// true for those started at VersionLeanSaga or later.
-	v1, lean bool
+	// true for those started at VersionLeanSaga or later, strictDeadline
+	// for those started at VersionDeadline or later.
+	v1, lean, strictDeadline bool
+	// deadline is when the payment timer fires; zero until it is set.
+	deadline time.Time
 	// decided is the outcome chosen while awaiting payment (PAID,
 	// CANCELLED or EXPIRED) and reason its reason; empty until then.
 	decided domain.Status
@@ -295,7 +307,7 @@ func (o *order) handleUpdates(ctx workflow.Context) error {
 		func(ctx workflow.Context) (OrderState, error) {
 			return o.decide(ctx, domain.StatusPaid, "")
 		},
-		workflow.UpdateHandlerOptions{Validator: func(workflow.Context) error { return o.allow("pay") }})
+		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context) error { return o.allow("pay", workflow.Now(ctx)) }})
 	if err != nil {
 		return err
 	}
@@ -303,15 +315,20 @@ func (o *order) handleUpdates(ctx workflow.Context) error {
 		func(ctx workflow.Context, req CancelRequest) (OrderState, error) {
 			return o.decide(ctx, domain.StatusCancelled, cmp.Or(req.Reason, "cancelled by buyer"))
 		},
-		workflow.UpdateHandlerOptions{Validator: func(_ workflow.Context, _ CancelRequest) error { return o.allow("cancel") }})
+		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, _ CancelRequest) error { return o.allow("cancel", workflow.Now(ctx)) }})
 }
 
 // allow says whether pay or cancel may decide the order now.
-func (o *order) allow(what string) error {
-	if o.state.Status == domain.StatusAwaitingPayment && o.decided == "" {
+func (o *order) allow(what string, now time.Time) error {
+	expired := o.strictDeadline && !o.deadline.IsZero() && !now.Before(o.deadline)
+	if o.state.Status == domain.StatusAwaitingPayment && o.decided == "" && !expired {
 		return nil
 	}
 	status := o.state.Status
+	if expired && o.decided == "" {
+		// The timer has fired, or fires in this very task: it decides.
+		status = domain.StatusExpired
+	}
 	if o.decided != "" && !o.done {
 		status = o.decided // decided, still being carried out
 	}
@@ -347,6 +364,7 @@ func (o *order) choose(status domain.Status, reason string) {
 // the workflow's cancellation, whichever comes first.
 func (o *order) awaitDecision(ctx workflow.Context, timeout time.Duration) {
 	tctx, stopTimer := workflow.WithCancel(ctx)
+	o.deadline = workflow.Now(ctx).Add(timeout)
 	sel := workflow.NewSelector(ctx)
 	sel.AddReceive(o.decisions, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, nil) })
 	if !o.v1 {

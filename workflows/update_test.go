@@ -223,3 +223,55 @@ func TestPayAndCancelTogetherDecideOnce(t *testing.T) {
 		t.Fatalf("final %s does not match the accepted update (pay ok %d)", st.Status, payOK)
 	}
 }
+
+// A pay that reaches the workflow at the payment deadline, in the same
+// workflow task as the timer's firing, loses to the timer: the deadline
+// has passed when the validator looks (VersionDeadline). The test suite
+// fires the timer first, so the validator is asked directly here, as the
+// server's ordering would ask it; TestPayAtTheDeadlineLosesToTheTimer runs
+// the whole workflow.
+func TestValidatorRefusesAtTheDeadline(t *testing.T) {
+	deadline := time.Date(2026, 11, 25, 0, 15, 0, 0, time.UTC)
+	o := &order{state: OrderState{Status: domain.StatusAwaitingPayment}, deadline: deadline}
+	for _, c := range []struct {
+		strict bool
+		now    time.Time
+		want   domain.Status // "" = allowed
+	}{
+		{true, deadline.Add(-time.Millisecond), ""},
+		{true, deadline, domain.StatusExpired},
+		{true, deadline.Add(time.Second), domain.StatusExpired},
+		{false, deadline.Add(time.Second), ""}, // started before VersionDeadline: as it was
+	} {
+		o.strictDeadline = c.strict
+		for _, what := range []string{"pay", "cancel"} {
+			err := o.allow(what, c.now)
+			var app *temporal.ApplicationError
+			var got domain.Status
+			if errors.As(err, &app) {
+				_ = app.Details(&got)
+			}
+			if (err == nil) != (c.want == "") || got != c.want {
+				t.Errorf("%s at deadline%+v (strict %v): %v (%s), want %q", what, c.now.Sub(deadline), c.strict, err, got, c.want)
+			}
+		}
+	}
+}
+
+// A pay that reaches the workflow at the payment deadline, in the same
+// workflow task as the timer's firing, loses to the timer: the deadline
+// has passed when the pay is looked at (VersionDeadline).
+func TestPayAtTheDeadlineLosesToTheTimer(t *testing.T) {
+	env, s := newEnv(t, nil)
+	var answered bool
+	env.RegisterDelayedCallback(func() {
+		update(t, env, UpdatePay, seen(&answered, wantRejected(t, domain.StatusExpired)))
+	}, 10*time.Minute)
+	st := run(t, env, OrderInput{Order: testRef, PaymentTimeout: 10 * time.Minute})
+	if st.Status != domain.StatusExpired || s.ran("MarkPaid") != 0 {
+		t.Fatalf("status = %s, MarkPaid ran %d times; want EXPIRED, 0", st.Status, s.ran("MarkPaid"))
+	}
+	if !answered {
+		t.Fatal("the pay was never answered")
+	}
+}
