@@ -24,6 +24,9 @@ import (
 	"github.com/go-redsync/redsync/v4"
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/redis/go-redis/v9"
+	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 
@@ -34,6 +37,7 @@ import (
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/ent/order"
 	"github.com/seckill/seckill/ent/stockmovement"
+	"github.com/seckill/seckill/fault"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/orderid"
 	"github.com/seckill/seckill/push"
@@ -104,6 +108,7 @@ func TestInterleavings(t *testing.T) {
 	var actors sync.WaitGroup
 	actors.Go(func() { r.restartWorkers(rand.New(rand.NewPCG(seed, 2)), budget) })
 	actors.Go(func() { r.operatorLoop(rand.New(rand.NewPCG(seed, 3))) })
+	actors.Go(func() { r.faultLoop(rand.New(rand.NewPCG(seed, 5))) })
 	for _, s := range r.sales {
 		if s.early {
 			actors.Go(func() { r.endBurst(rand.New(rand.NewPCG(seed, 4)), s) })
@@ -118,6 +123,9 @@ func TestInterleavings(t *testing.T) {
 	actors.Wait()
 	loadEnded := time.Now()
 
+	r.mu.Lock()
+	t.Logf("faults injected: %v", r.faults)
+	r.mu.Unlock()
 	r.quiesce()
 	r.stopReconciler()
 	settled := time.Now()
@@ -187,6 +195,7 @@ type interleave struct {
 	mu      sync.Mutex
 	answers []answer
 	placed  map[int64]*placement // every order id a 202 named, by its first 202
+	faults  map[fault.Point]int  // errors injected, by point
 	byBuyer map[buyerKey][]*placement
 }
 
@@ -259,7 +268,7 @@ func startInterleave(t *testing.T, seed uint64) *interleave {
 	t.Helper()
 	r := &interleave{
 		t: t, seed: seed, stop: make(chan struct{}),
-		placed: map[int64]*placement{}, byBuyer: map[buyerKey][]*placement{},
+		placed: map[int64]*placement{}, byBuyer: map[buyerKey][]*placement{}, faults: map[fault.Point]int{},
 		hc: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 256}},
 	}
 	t.Cleanup(r.hc.CloseIdleConnections)
@@ -363,13 +372,16 @@ func (r *interleave) sale(id int64) *flashSale {
 // pass is never cut in half by the test.
 func (r *interleave) reconcileLoop(rng *rand.Rand) {
 	r.grace = time.Duration(100+rng.IntN(151)) * time.Millisecond
-	rc := &reconcile.Reconciler{Store: r.db, Stock: r.stock, Grace: r.grace}
+	rc := &reconcile.Reconciler{Store: r.db, Stock: r.stock, Grace: r.grace, Temporal: r.tc, Events: push.NewPublisher(r.rdb)}
 	r.reconcileStop, r.reconcileDone = make(chan struct{}), make(chan struct{})
 	r.t.Logf("reconciler every 200–300 ms, grace %s; payment timeout %s", r.grace, paymentTimeout)
 	go func() {
 		defer close(r.reconcileDone)
 		for {
-			_, _ = rc.All(context.Background())
+			ctx := context.Background()
+			_, _ = rc.All(ctx)
+			_ = rc.Mirror(ctx)
+			_, _ = rc.Stranded(ctx) // the orders the operator's Terminate stranded
 			select {
 			case <-r.reconcileStop:
 				return
@@ -414,8 +426,9 @@ func (r *interleave) restartWorkers(rng *rand.Rand, budget time.Duration) {
 	}
 }
 
-// operatorLoop cancels random orders' workflows, as an operator would from
-// the Web UI, at random moments.
+// operatorLoop cancels, terminates or resets random orders' workflows, as
+// an operator would from the Web UI, and now and then adds a unit to a
+// sale, at random moments.
 func (r *interleave) operatorLoop(rng *rand.Rand) {
 	for i := 0; i < 10_000 && r.pause(time.Duration(100+rng.IntN(500))*time.Millisecond); i++ {
 		r.mu.Lock()
@@ -430,8 +443,93 @@ func (r *interleave) operatorLoop(rng *rand.Rand) {
 		slices.Sort(ids)
 		// Mostly recent orders: they are the ones still running.
 		j := len(ids) - 1 - min(len(ids)-1, int(rng.ExpFloat64()*8))
-		r.operatorCancel(ids[j], "operator")
+		switch n := rng.IntN(100); {
+		case n < 55:
+			r.operatorCancel(ids[j], "operator")
+		case n < 70:
+			r.operatorWorkflow(ids[j], "operator-terminate", func(ctx context.Context, wid string) error {
+				return r.tc.TerminateWorkflow(ctx, wid, "", "interleaving test")
+			})
+		case n < 90:
+			first := rng.IntN(2) == 0
+			r.operatorWorkflow(ids[j], "operator-reset", func(ctx context.Context, wid string) error {
+				return resetWorkflow(ctx, r.tc, wid, first)
+			})
+		default:
+			r.addUnit(r.sales[rng.IntN(len(r.sales))])
+		}
 	}
+}
+
+// faultLoop injects an error at a random fault point (docs/reliability.md)
+// every few hundred milliseconds: the write is applied and its caller is
+// told it failed, once.
+func (r *interleave) faultLoop(rng *rand.Rand) {
+	points := []fault.Point{fault.PurchaseReserve, fault.RelayStart, fault.RelayAck, fault.WarmList, fault.WarmLoad,
+		fault.ReconcileList, fault.ReconcileMirror, fault.ReconcileRebuild, fault.ReconcileRepair,
+		fault.StrandedFinish, fault.StrandedRestore, fault.StrandedRelease, fault.OperatorAddDB, fault.OperatorAddRedis}
+	for r.pause(time.Duration(300+rng.IntN(700)) * time.Millisecond) {
+		p := points[rng.IntN(len(points))]
+		disarm := fault.Arm(p, fault.Fail(1))
+		r.pause(time.Duration(200+rng.IntN(800)) * time.Millisecond)
+		disarm()
+		r.mu.Lock()
+		r.faults[p]++
+		r.mu.Unlock()
+	}
+}
+
+// operatorWorkflow runs an operator's Web UI action on an order's workflow.
+func (r *interleave) operatorWorkflow(id int64, op string, do func(context.Context, string) error) {
+	a := answer{op: op, user: "operator", order: id, sent: time.Now()}
+	err := do(context.Background(), domain.WorkflowID(id))
+	a.got = time.Now()
+	if err != nil {
+		a.err = err.Error()
+	}
+	r.mu.Lock()
+	r.answers = append(r.answers, a)
+	r.mu.Unlock()
+}
+
+// addUnit has the operator add one unit to a sale that has not ended.
+func (r *interleave) addUnit(s *flashSale) {
+	if !time.Now().Before(s.endsAt.Add(-time.Second)) {
+		return
+	}
+	a := answer{op: "operator-add", user: "operator", sale: s.id, sent: time.Now()}
+	code, body, err := r.call("POST", fmt.Sprintf("/v1/sales/%d/units", s.id), r.token("operator", auth.RoleAdmin), map[string]int{"units": 1})
+	r.record(a, code, body, err)
+}
+
+// resetWorkflow resets the workflow's current run to its first or its last
+// completed workflow task, as the Web UI's Reset does.
+func resetWorkflow(ctx context.Context, tc client.Client, workflowID string, first bool) error {
+	var point int64
+	it := tc.GetWorkflowHistory(ctx, workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			return err
+		}
+		if ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED {
+			point = ev.GetEventId()
+			if first {
+				break
+			}
+		}
+	}
+	if point == 0 {
+		return fmt.Errorf("%s has no completed workflow task yet", workflowID)
+	}
+	_, err := tc.ResetWorkflowExecution(ctx, &workflowservice.ResetWorkflowExecutionRequest{
+		Namespace:                 "default",
+		WorkflowExecution:         &commonpb.WorkflowExecution{WorkflowId: workflowID},
+		Reason:                    "interleaving test",
+		WorkflowTaskFinishEventId: point,
+		RequestId:                 fmt.Sprintf("reset-%s-%d", workflowID, time.Now().UnixNano()),
+	})
+	return err
 }
 
 // endBurst has the early sale's buyers, holders and losers alike, buy
@@ -1069,7 +1167,7 @@ func (r *interleave) report(v *violations, answers []answer) {
 		switch {
 		case a.err != "":
 			outcome = "error"
-		case a.op == "operator-cancel":
+		case strings.HasPrefix(a.op, "operator-") && a.http == 0:
 			outcome = "sent"
 		case outcome == "":
 			outcome = strconv.Itoa(a.http)

@@ -60,13 +60,16 @@ const VersionUpdates = "pay-cancel-updates"
 // and one more TemporalChangeVersion upsert, which is what it saves.
 const VersionLeanSaga workflow.Version = 2
 
-// VersionDeadline is version 3 of the same change id: pay and cancel are
-// refused once the payment deadline has passed, even when they reach the
-// workflow in the same workflow task as the timer's firing, whose callback
-// would otherwise run after the update's and lose to it. Only the
-// validators differ (they write no history), so the command sequence is
-// version 2's; the version is recorded so that workflows started before it
-// keep their behaviour on the workers that run both.
+// VersionDeadline is version 3 of the same change id: pay and cancel
+// decide nothing once the payment deadline has passed, even when they reach
+// the workflow in the same workflow task as the timer's firing, whose
+// callback would otherwise run after the update's and lose to it (they
+// answer with the order's ending instead); and they are
+// accepted while the order is being placed, to take effect once it awaits
+// payment (a Reset re-delivers a run's accepted updates to a new run that
+// starts by placing the order). Only the validators differ (they write no
+// history), so the command sequence is version 2's; the version is
+// recorded so that workflows started before it keep their behaviour.
 const VersionDeadline workflow.Version = 3
 
 // DefaultPaymentTimeout is how long a buyer has to pay.
@@ -307,7 +310,7 @@ func (o *order) handleUpdates(ctx workflow.Context) error {
 		func(ctx workflow.Context) (OrderState, error) {
 			return o.decide(ctx, domain.StatusPaid, "")
 		},
-		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context) error { return o.allow("pay", workflow.Now(ctx)) }})
+		workflow.UpdateHandlerOptions{Validator: func(workflow.Context) error { return o.allow("pay") }})
 	if err != nil {
 		return err
 	}
@@ -315,20 +318,23 @@ func (o *order) handleUpdates(ctx workflow.Context) error {
 		func(ctx workflow.Context, req CancelRequest) (OrderState, error) {
 			return o.decide(ctx, domain.StatusCancelled, cmp.Or(req.Reason, "cancelled by buyer"))
 		},
-		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, _ CancelRequest) error { return o.allow("cancel", workflow.Now(ctx)) }})
+		workflow.UpdateHandlerOptions{Validator: func(_ workflow.Context, _ CancelRequest) error { return o.allow("cancel") }})
 }
 
 // allow says whether pay or cancel may decide the order now.
-func (o *order) allow(what string, now time.Time) error {
-	expired := o.strictDeadline && !o.deadline.IsZero() && !now.Before(o.deadline)
-	if o.state.Status == domain.StatusAwaitingPayment && o.decided == "" && !expired {
+func (o *order) allow(what string) error {
+	// From VersionDeadline on, a decision may also arrive while the order
+	// is being placed: the api never sends one then (it answers "still
+	// being placed" from the row), but a Reset re-delivers the updates a
+	// run had accepted to a new run that starts by placing the order, and
+	// a payment the buyer was told about must not be lost. It takes
+	// effect once the order awaits payment; an order that cannot be
+	// placed answers with its ending.
+	placing := o.strictDeadline && o.state.Status == domain.StatusPending
+	if (o.state.Status == domain.StatusAwaitingPayment || placing) && o.decided == "" {
 		return nil
 	}
 	status := o.state.Status
-	if expired && o.decided == "" {
-		// The timer has fired, or fires in this very task: it decides.
-		status = domain.StatusExpired
-	}
 	if o.decided != "" && !o.done {
 		status = o.decided // decided, still being carried out
 	}
@@ -342,8 +348,15 @@ func (o *order) allow(what string, now time.Time) error {
 // decide is an update's handler: it takes the decision the validator
 // allowed and answers with the state the order ends in.
 func (o *order) decide(ctx workflow.Context, status domain.Status, reason string) (OrderState, error) {
-	o.choose(status, reason)
-	o.decisions.SendAsync(true)
+	if o.pastDeadline(workflow.Now(ctx)) {
+		// The payment timer has fired, or fires in this very task, where
+		// its callback would run after this handler: it decides (or a
+		// cancellation already under way does), not this request, which
+		// learns below how the order ended.
+	} else {
+		o.choose(status, reason)
+		o.decisions.SendAsync(true)
+	}
 	// The order's fate no longer depends on this request: wait for it on a
 	// context an operator's cancel does not end.
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
@@ -351,6 +364,12 @@ func (o *order) decide(ctx workflow.Context, status domain.Status, reason string
 		return o.state, err
 	}
 	return o.state, nil
+}
+
+// pastDeadline reports whether, at now, the payment deadline has passed
+// for a workflow started at VersionDeadline or later.
+func (o *order) pastDeadline(now time.Time) bool {
+	return o.strictDeadline && !o.deadline.IsZero() && !now.Before(o.deadline)
 }
 
 // choose records the first decision; later ones lose.
