@@ -156,7 +156,7 @@ func (s *Server) addUnits(ctx context.Context, id int64, units int) (*ent.Sale, 
 		// A failure here is repaired by the reconciler, which raises
 		// Redis to what the database proves; retrying would add twice.
 		ctx = context.WithoutCancel(ctx)
-		ok, err := s.deps.Stock.AddUnits(ctx, id, units)
+		ok, err := s.deps.Stock.AddUnits(ctx, id, units, sl.TotalStock)
 		if err == nil && !ok {
 			// Redis does not hold the sale: load it, with the units, from
 			// the database.

@@ -54,7 +54,7 @@ func RedisSale(sl *ent.Sale, buyers []store.Buyer) stock.Sale {
 	}
 	rs := stock.Sale{
 		ID: sl.ID, PriceCents: sl.PriceCents, StartsAt: sl.StartsAt, EndsAt: sl.EndsAt,
-		Remaining: sl.Stock, Buyers: held,
+		Remaining: sl.Stock, Total: sl.TotalStock, Buyers: held,
 	}
 	if sl.PaymentTimeoutSeconds != nil {
 		rs.PaymentTimeout = time.Duration(*sl.PaymentTimeoutSeconds) * time.Second

@@ -214,7 +214,7 @@ func (rc *Reconciler) plan(rs stock.Snapshot, db store.SaleSnapshot, rep *Report
 	// and the count waits for a later pass.
 	if rep.SkippedInFlight == 0 && rep.ReleaseGraceLeft == 0 && rs.Backlog == 0 &&
 		rs.Remaining+len(plan.Release) != db.Sale.Stock {
-		plan.SetRemaining, plan.Remaining = true, db.Sale.Stock
+		plan.SetRemaining, plan.Remaining, plan.Total = true, db.Sale.Stock, db.Sale.TotalStock
 	}
 	return plan
 }

@@ -213,3 +213,38 @@ func TestOperatorEndIsMirrored(t *testing.T) {
 		t.Fatalf("purchase after the mirror: %v, want ErrEnded", err)
 	}
 }
+
+// An operator adds units: the database first, then Redis, under the sale's
+// lock. If the operator pauses past the lock's expiry after the database
+// step, a reconciler pass sets Redis's count from a database that has the
+// units; the operator's Redis step afterwards must not add them again.
+func TestAddedUnitsAreNotCountedTwice(t *testing.T) {
+	rc, id := sale(t, 5, 1)
+	ctx := context.Background()
+	sl, err := rc.Store.AddUnits(ctx, id, 3, time.Now()) // the operator's database step
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := rc.Sale(ctx, id) // the operator paused; the lock expired
+	if err != nil || !rep.RemainingFixed || rep.RemainingNow != sl.Stock {
+		t.Fatalf("report %+v, %v; want the count set to the database's %d", rep, err, sl.Stock)
+	}
+	if ok, err := rc.Stock.AddUnits(ctx, id, 3, sl.TotalStock); err != nil || !ok { // the operator resumes
+		t.Fatalf("add units: %v %v", ok, err)
+	}
+	if left, _ := rc.Stock.Remaining(ctx, id); left != sl.Stock {
+		t.Fatalf("Redis has %d units, the database %d: the units were counted twice", left, sl.Stock)
+	}
+	// A later add is counted once.
+	sl, err = rc.Store.AddUnits(ctx, id, 2, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rc.Stock.AddUnits(ctx, id, 2, sl.TotalStock); err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := rc.Stock.Remaining(ctx, id); left != sl.Stock {
+		t.Fatalf("Redis has %d units after a second add, the database %d", left, sl.Stock)
+	}
+	settled(t, rc, id)
+}

@@ -38,14 +38,15 @@ func (s *Stock) End(ctx context.Context, saleID int64, startsAt, endsAt time.Tim
 
 // AddUnits puts units more of the sale on sale in Redis, moves the sale's
 // version and announces the restock, so every api instance drops its
-// sold-out flag. It reports false, changing nothing, when the sale is not
-// loaded.
-func (s *Stock) AddUnits(ctx context.Context, saleID int64, units int) (bool, error) {
+// sold-out flag. total is the sale's total stock in the database with the
+// units: an add whose total Redis's count covers already (add.lua) changes
+// nothing. It reports false, changing nothing, when the sale is not loaded.
+func (s *Stock) AddUnits(ctx context.Context, saleID int64, units, total int) (bool, error) {
 	if units <= 0 {
 		return false, fmt.Errorf("add units to sale %d: %d is not a positive count", saleID, units)
 	}
 	k := KeysFor(saleID)
-	left, err := addScript.Run(ctx, s.rdb, []string{k.Meta, k.Stock, k.Version}, units).Int()
+	left, err := addScript.Run(ctx, s.rdb, []string{k.Meta, k.Stock, k.Version}, units, total).Int()
 	if err != nil {
 		return false, fmt.Errorf("add units to sale %d: %w", saleID, err)
 	}

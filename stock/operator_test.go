@@ -101,7 +101,7 @@ func TestAddUnitsWhileBuyersRace(t *testing.T) {
 		})
 		if i == 100 {
 			before := ver()
-			if ok, err := st.AddUnits(ctx, 41, 25); err != nil || !ok {
+			if ok, err := st.AddUnits(ctx, 41, 25, 75); err != nil || !ok {
 				t.Fatalf("add units: %v %v", ok, err)
 			}
 			if ver() <= before {
@@ -120,10 +120,10 @@ func TestAddUnitsWhileBuyersRace(t *testing.T) {
 	if err != nil || msg.Payload != "41" {
 		t.Fatalf("restock announcement: %v %v", msg, err)
 	}
-	if ok, err := st.AddUnits(ctx, 42, 5); err != nil || ok {
+	if ok, err := st.AddUnits(ctx, 42, 5, 5); err != nil || ok {
 		t.Fatalf("add units to an unloaded sale: %v %v", ok, err)
 	}
-	if _, err := st.AddUnits(ctx, 41, 0); err == nil {
+	if _, err := st.AddUnits(ctx, 41, 0, 75); err == nil {
 		t.Fatal("adding 0 units succeeded")
 	}
 }

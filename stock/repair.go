@@ -68,9 +68,11 @@ type RepairPlan struct {
 	// Release maps users to the ended order whose reservation is still
 	// held, to be released as release.lua does.
 	Release map[string]int64
-	// SetRemaining sets the remaining count to Remaining after the releases.
+	// SetRemaining sets the remaining count to Remaining after the releases,
+	// computed from a database whose total stock was Total.
 	SetRemaining bool
 	Remaining    int
+	Total        int
 }
 
 // Empty reports whether the plan changes nothing.
@@ -101,7 +103,7 @@ func (s *Stock) Repair(ctx context.Context, saleID, version int64, plan RepairPl
 	if plan.SetRemaining {
 		remaining = strconv.Itoa(plan.Remaining)
 	}
-	args := []any{version, remaining, len(plan.RestoreBuyers)}
+	args := []any{version, remaining, plan.Total, len(plan.RestoreBuyers)}
 	for user, id := range plan.RestoreBuyers {
 		args = append(args, user, strconv.FormatInt(id, 10))
 	}

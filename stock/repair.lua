@@ -5,9 +5,11 @@
 -- KEYS[5] version, KEYS[6] released
 -- ARGV[1] the version the plan was made from
 -- ARGV[2] the remaining count to set after the releases, or '' to leave it
--- ARGV[3] n, the number of buyers to restore
--- ARGV[4 .. 3+2n] user id, order id pairs of the buyers to restore
--- ARGV[4+2n ..]   user id, order id pairs of the reservations to release
+-- ARGV[3] the database's total stock that count was computed from (the
+--         meta's `total`, see add.lua), set with it
+-- ARGV[4] n, the number of buyers to restore
+-- ARGV[5 .. 4+2n] user id, order id pairs of the buyers to restore
+-- ARGV[5+2n ..]   user id, order id pairs of the reservations to release
 --
 -- Returns {applied, restored, refused, released, remaining before,
 -- remaining after}; applied is 0, and nothing was done, when the version
@@ -18,8 +20,8 @@ if redis.call('EXISTS', KEYS[1]) == 0 or (redis.call('GET', KEYS[5]) or '0') ~= 
 end
 local was = tonumber(redis.call('GET', KEYS[2]) or '0')
 local restored, refused, released = 0, 0, 0
-local i = 4
-for _ = 1, tonumber(ARGV[3]) do
+local i = 5
+for _ = 1, tonumber(ARGV[4]) do
   -- An order in the released set is over in Redis, whatever the caller's
   -- view of it; HSETNX never replaces another reservation of the buyer.
   if redis.call('SISMEMBER', KEYS[6], ARGV[i + 1]) == 1 then
@@ -42,6 +44,7 @@ while i < #ARGV do
 end
 if ARGV[2] ~= '' then
   redis.call('SET', KEYS[2], ARGV[2])
+  redis.call('HSET', KEYS[1], 'total', ARGV[3])
 end
 local now = tonumber(redis.call('GET', KEYS[2]) or '0')
 if restored > 0 or released > 0 or now ~= was then

@@ -214,8 +214,10 @@ type Sale struct {
 	PriceCents int64
 	StartsAt   time.Time
 	EndsAt     time.Time
-	// Remaining is how many units Redis may still hand out.
+	// Remaining is how many units Redis may still hand out, and Total the
+	// sale's total stock in the database it was computed from.
 	Remaining int
+	Total     int
 	// Buyers maps each user holding a unit to their order id.
 	Buyers map[string]int64
 	// PaymentTimeout is the sale's own payment timeout, written into each
@@ -246,7 +248,7 @@ func (s *Stock) load(ctx context.Context, sale Sale) (bool, error) {
 	if sale.PaymentTimeout > 0 {
 		timeout = strconv.FormatInt(sale.PaymentTimeout.Milliseconds(), 10)
 	}
-	args := []any{sale.ID, sale.StartsAt.UnixMilli(), sale.EndsAt.UnixMilli(), sale.PriceCents, sale.Remaining, timeout}
+	args := []any{sale.ID, sale.StartsAt.UnixMilli(), sale.EndsAt.UnixMilli(), sale.PriceCents, sale.Remaining, timeout, sale.Total}
 	for user, order := range sale.Buyers {
 		args = append(args, user, strconv.FormatInt(order, 10))
 	}

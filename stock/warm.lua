@@ -5,6 +5,8 @@
 -- ARGV: sale id, starts_ms, ends_ms, price_cents, remaining,
 --       payment_timeout_ms ('' for the server's default: reserve.lua then
 --       writes none into the intents, and the relay uses its own),
+--       total (the sale's total stock in the database, which the count
+--       covers: see add.lua),
 --       then user id, order id pairs of the buyers that hold a unit.
 -- Returns 1 when it loaded the sale, 0 when the sale was already warm
 -- (warming twice must not reset a sale in progress).
@@ -22,12 +24,12 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
 end
 redis.call('SET', KEYS[2], ARGV[5])
 redis.call('DEL', KEYS[3], KEYS[4])
-for i = 7, #ARGV, 2 do
+for i = 8, #ARGV, 2 do
   if redis.call('SISMEMBER', KEYS[6], ARGV[i + 1]) == 0 then
     redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 1])
   end
 end
-redis.call('HSET', KEYS[1], 'sale_id', ARGV[1], 'starts_ms', ARGV[2], 'ends_ms', ARGV[3], 'price_cents', ARGV[4])
+redis.call('HSET', KEYS[1], 'sale_id', ARGV[1], 'starts_ms', ARGV[2], 'ends_ms', ARGV[3], 'price_cents', ARGV[4], 'total', ARGV[7])
 if ARGV[6] ~= '' then
   redis.call('HSET', KEYS[1], 'payment_timeout_ms', ARGV[6])
 end
