@@ -8,10 +8,6 @@ import (
 	"testing"
 	"time"
 
-	commonpb "go.temporal.io/api/common/v1"
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/workflowservice/v1"
-
 	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/api/wire"
 	"github.com/seckill/seckill/audit"
@@ -251,40 +247,12 @@ func TestResetOrders(t *testing.T) {
 }
 
 // reset resets the workflow's current run to its first or its last
-// completed workflow task, as the Web UI's Reset does.
+// completed workflow task, as the Web UI's Reset does. An order's row is
+// written inside its first workflow task, so the task may still be
+// completing when the row shows it: the reset is retried until it can be.
 func (s *system) reset(workflowID string, first bool) {
 	s.t.Helper()
-	ctx := context.Background()
-	var point int64
-	// An order's row is written inside its first workflow task, so the
-	// task may still be completing when the row shows it.
 	testenv.Eventually(s.t, time.Minute, func() error {
-		it := s.tc.GetWorkflowHistory(ctx, workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-		for it.HasNext() {
-			ev, err := it.Next()
-			if err != nil {
-				return err
-			}
-			if ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED {
-				point = ev.GetEventId()
-				if first {
-					break
-				}
-			}
-		}
-		if point == 0 {
-			return fmt.Errorf("%s has no completed workflow task yet", workflowID)
-		}
-		return nil
+		return testenv.ResetWorkflow(context.Background(), s.tc, workflowID, first)
 	})
-	_, err := s.tc.ResetWorkflowExecution(ctx, &workflowservice.ResetWorkflowExecutionRequest{
-		Namespace:                 "default",
-		WorkflowExecution:         &commonpb.WorkflowExecution{WorkflowId: workflowID},
-		Reason:                    "reset from the Web UI",
-		WorkflowTaskFinishEventId: point,
-		RequestId:                 fmt.Sprintf("reset-%s-%d", workflowID, time.Now().UnixNano()),
-	})
-	if err != nil {
-		s.t.Fatalf("reset %s to event %d: %v", workflowID, point, err)
-	}
 }

@@ -24,9 +24,6 @@ import (
 	"github.com/go-redsync/redsync/v4"
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/redis/go-redis/v9"
-	commonpb "go.temporal.io/api/common/v1"
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 
@@ -447,13 +444,13 @@ func (r *interleave) operatorLoop(rng *rand.Rand) {
 		case n < 55:
 			r.operatorCancel(ids[j], "operator")
 		case n < 70:
-			r.operatorWorkflow(ids[j], "operator-terminate", func(ctx context.Context, wid string) error {
+			r.operatorWorkflow(ids[j], "operator-terminate", "operator", func(ctx context.Context, wid string) error {
 				return r.tc.TerminateWorkflow(ctx, wid, "", "interleaving test")
 			})
 		case n < 90:
 			first := rng.IntN(2) == 0
-			r.operatorWorkflow(ids[j], "operator-reset", func(ctx context.Context, wid string) error {
-				return resetWorkflow(ctx, r.tc, wid, first)
+			r.operatorWorkflow(ids[j], "operator-reset", "operator", func(ctx context.Context, wid string) error {
+				return testenv.ResetWorkflow(ctx, r.tc, wid, first)
 			})
 		default:
 			r.addUnit(r.sales[rng.IntN(len(r.sales))])
@@ -480,8 +477,8 @@ func (r *interleave) faultLoop(rng *rand.Rand) {
 }
 
 // operatorWorkflow runs an operator's Web UI action on an order's workflow.
-func (r *interleave) operatorWorkflow(id int64, op string, do func(context.Context, string) error) {
-	a := answer{op: op, user: "operator", order: id, sent: time.Now()}
+func (r *interleave) operatorWorkflow(id int64, op, who string, do func(context.Context, string) error) {
+	a := answer{op: op, user: who, order: id, sent: time.Now()}
 	err := do(context.Background(), domain.WorkflowID(id))
 	a.got = time.Now()
 	if err != nil {
@@ -500,36 +497,6 @@ func (r *interleave) addUnit(s *flashSale) {
 	a := answer{op: "operator-add", user: "operator", sale: s.id, sent: time.Now()}
 	code, body, err := r.call("POST", fmt.Sprintf("/v1/sales/%d/units", s.id), r.token("operator", auth.RoleAdmin), map[string]int{"units": 1})
 	r.record(a, code, body, err)
-}
-
-// resetWorkflow resets the workflow's current run to its first or its last
-// completed workflow task, as the Web UI's Reset does.
-func resetWorkflow(ctx context.Context, tc client.Client, workflowID string, first bool) error {
-	var point int64
-	it := tc.GetWorkflowHistory(ctx, workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	for it.HasNext() {
-		ev, err := it.Next()
-		if err != nil {
-			return err
-		}
-		if ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED {
-			point = ev.GetEventId()
-			if first {
-				break
-			}
-		}
-	}
-	if point == 0 {
-		return fmt.Errorf("%s has no completed workflow task yet", workflowID)
-	}
-	_, err := tc.ResetWorkflowExecution(ctx, &workflowservice.ResetWorkflowExecutionRequest{
-		Namespace:                 "default",
-		WorkflowExecution:         &commonpb.WorkflowExecution{WorkflowId: workflowID},
-		Reason:                    "interleaving test",
-		WorkflowTaskFinishEventId: point,
-		RequestId:                 fmt.Sprintf("reset-%s-%d", workflowID, time.Now().UnixNano()),
-	})
-	return err
 }
 
 // endBurst has the early sale's buyers, holders and losers alike, buy
@@ -791,15 +758,9 @@ func (r *interleave) transition(user string, id int64, op string) answer {
 }
 
 func (r *interleave) operatorCancel(id int64, who string) {
-	a := answer{op: "operator-cancel", user: who, order: id, sent: time.Now()}
-	err := r.tc.CancelWorkflow(context.Background(), domain.WorkflowID(id), "")
-	a.got = time.Now()
-	if err != nil {
-		a.err = err.Error()
-	}
-	r.mu.Lock()
-	r.answers = append(r.answers, a)
-	r.mu.Unlock()
+	r.operatorWorkflow(id, "operator-cancel", who, func(ctx context.Context, wid string) error {
+		return r.tc.CancelWorkflow(ctx, wid, "")
+	})
 }
 
 // getOrder reads an order's status and the time of its last change.
