@@ -27,10 +27,14 @@ type Lease struct {
 	done   chan struct{}
 
 	// node is the leased node id and until the Unix millisecond up to
-	// which the lease is confirmed; both change together under mu.
+	// which the lease is confirmed; floor is the Unix millisecond below
+	// which the node's earlier holders may have minted (their last
+	// confirmed until), so this holder mints at floor or later. All three
+	// change together under mu.
 	mu    sync.Mutex
 	node  int
 	until int64
+	floor int64
 }
 
 // margin is taken off every confirmation, for clocks that run at slightly
@@ -39,15 +43,38 @@ func (l *Lease) margin() time.Duration { return l.ttl / 10 }
 
 func nodeKey(node int) string { return fmt.Sprintf("seckill:orderid:node:%d", node) }
 
+// floorKey holds, for a node, the highest Unix millisecond up to which any
+// holder of it was confirmed: no id minted under the node has a later
+// time. It has no expiry, so it outlives every lease of the node.
+func floorKey(node int) string { return fmt.Sprintf("seckill:orderid:node:%d:floor", node) }
+
+// Both scripts record the holder's new confirmation as the node's floor
+// (never lowering it) in the same step as the lease, so whoever holds the
+// node next starts above every id this holder can mint, whatever the two
+// hosts' clocks say and however the lease ends: a Close while handlers
+// still mint, a lapse during a pause, a crash. They return the floor as it
+// was before (earlier holders' bound), or -1 when the lease was not had.
+const recordFloor = `
+local prev = tonumber(redis.call('GET', KEYS[2]) or '0')
+if tonumber(ARGV[3]) > prev then
+  redis.call('SET', KEYS[2], ARGV[3])
+end
+return prev`
+
+// acquireScript takes a free node.
+var acquireScript = redis.NewScript(`
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return -1
+end` + recordFloor)
+
 // renewScript extends the lease only if this process still holds it, and
 // takes it back if Redis lost it (a restart without persistence).
 var renewScript = redis.NewScript(`
 local cur = redis.call('GET', KEYS[1])
-if cur == ARGV[1] or not cur then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-  return 1
+if cur ~= ARGV[1] and cur then
+  return -1
 end
-return 0`)
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])` + recordFloor)
 
 // LeaseNode claims a free node id in Redis for ttl and keeps it renewed
 // every ttl/3 until ctx ends or Close is called.
@@ -76,38 +103,46 @@ func (l *Lease) acquire(ctx context.Context) error {
 	for i := range MaxNodes {
 		node := (start + i) % MaxNodes
 		sent := time.Now()
-		ok, err := l.rdb.SetNX(ctx, nodeKey(node), l.token, l.ttl).Result()
+		until := l.term(sent)
+		prev, err := acquireScript.Run(ctx, l.rdb, []string{nodeKey(node), floorKey(node)}, l.token, l.ttl.Milliseconds(), until).Int64()
 		if err != nil {
 			return fmt.Errorf("lease order id node: %w", err)
 		}
-		if ok {
-			l.confirm(node, sent)
+		if prev >= 0 {
+			l.confirm(node, until, prev)
 			return nil
 		}
 	}
 	return ErrNoFreeNode
 }
 
-// confirm records that node is ours for ttl from sent, the moment the
-// command that confirmed it was sent (Redis runs it later, so its expiry
-// is later still).
-func (l *Lease) confirm(node int, sent time.Time) {
+// term is the Unix millisecond up to which a lease confirmed by a command
+// sent at sent covers minting: ttl from then (Redis runs the command later,
+// so its expiry is later still), less the margin.
+func (l *Lease) term(sent time.Time) int64 { return sent.Add(l.ttl - l.margin()).UnixMilli() }
+
+// confirm records that node is ours until then, above its earlier holders'
+// floor.
+func (l *Lease) confirm(node int, until, floor int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.node, l.until = node, sent.Add(l.ttl-l.margin()).UnixMilli()
+	if node != l.node {
+		l.floor = 0
+	}
+	l.node, l.until, l.floor = node, until, max(l.floor, floor)
 }
 
-// confirmed returns the node and the Unix millisecond up to which ids may
-// be minted under it.
-func (l *Lease) confirmed() (int, int64) {
+// confirmed returns the node, the Unix millisecond up to which ids may be
+// minted under it, and the one from which they may be.
+func (l *Lease) confirmed() (node int, until, floor int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.node, l.until
+	return l.node, l.until, l.floor
 }
 
 // Node is the leased node id.
 func (l *Lease) Node() int {
-	node, _ := l.confirmed()
+	node, _, _ := l.confirmed()
 	return node
 }
 
@@ -120,17 +155,17 @@ func (l *Lease) renew(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			node, _ := l.confirmed()
-			sent := time.Now()
-			held, err := renewScript.Run(ctx, l.rdb, []string{nodeKey(node)}, l.token, l.ttl.Milliseconds()).Int()
+			node, _, _ := l.confirmed()
+			until := l.term(time.Now())
+			prev, err := renewScript.Run(ctx, l.rdb, []string{nodeKey(node), floorKey(node)}, l.token, l.ttl.Milliseconds(), until).Int64()
 			switch {
 			case err != nil:
 				// Minting stops by itself once the last confirmation runs out.
 				if ctx.Err() == nil {
 					slog.Warn("order id lease renewal failed", "node", node, "err", err)
 				}
-			case held == 1:
-				l.confirm(node, sent)
+			case prev >= 0:
+				l.confirm(node, until, prev)
 			default:
 				// Another process took the node after our lease lapsed; the
 				// fence already stopped minting. Move to a free node.
@@ -143,11 +178,13 @@ func (l *Lease) renew(ctx context.Context) {
 	}
 }
 
-// Close stops renewing and frees the node id.
+// Close stops renewing and frees the node id. Handlers still running may
+// go on minting until the last confirmation runs out: the node's floor
+// already covers those ids, so its next holder starts above them.
 func (l *Lease) Close(ctx context.Context) error {
 	l.cancel()
 	<-l.done
-	node, _ := l.confirmed()
+	node, _, _ := l.confirmed()
 	return redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`).
 		Run(ctx, l.rdb, []string{nodeKey(node)}, l.token).Err()
 }

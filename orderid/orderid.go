@@ -36,9 +36,10 @@ type Generator struct {
 	lease *Lease // nil: the node is the caller's to guarantee (tests, one process)
 	now   func() time.Time
 
-	mu     sync.Mutex
-	lastMs int64
-	seq    int64
+	mu       sync.Mutex
+	lastNode int64
+	lastMs   int64
+	seq      int64
 }
 
 // New returns a generator for node (0 ≤ node < MaxNodes) that trusts the
@@ -69,12 +70,17 @@ func Leased(lease *Lease) *Generator {
 func (g *Generator) Next() (int64, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	node, until := g.node, int64(math.MaxInt64)
+	node, until, floor := g.node, int64(math.MaxInt64), int64(0)
 	if g.lease != nil {
-		n, u := g.lease.confirmed()
-		node, until = int64(n), u
+		n, u, f := g.lease.confirmed()
+		node, until, floor = int64(n), u, f
 	}
-	ms, seq := g.now().UnixMilli()-epoch, int64(0)
+	if node != g.lastNode {
+		// Another node: its earlier holders' ids, not this generator's,
+		// are the ones to stay above.
+		g.lastNode, g.lastMs, g.seq = node, 0, 0
+	}
+	ms, seq := max(g.now().UnixMilli(), floor)-epoch, int64(0)
 	if ms <= g.lastMs {
 		ms, seq = g.lastMs, g.seq+1
 		if seq > maxSeq {

@@ -1,4 +1,4 @@
-package orderid
+package orderid_test
 
 import (
 	"context"
@@ -9,9 +9,10 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/orderid"
 )
 
-func mustNext(t *testing.T, g *Generator) int64 {
+func mustNext(t *testing.T, g *orderid.Generator) int64 {
 	t.Helper()
 	id, err := g.Next()
 	if err != nil {
@@ -21,7 +22,7 @@ func mustNext(t *testing.T, g *Generator) int64 {
 }
 
 func TestIDsAreUniqueAndOrdered(t *testing.T) {
-	g := New(5)
+	g := orderid.New(5)
 	var prev int64
 	for range 100_000 {
 		id := mustNext(t, g)
@@ -30,18 +31,18 @@ func TestIDsAreUniqueAndOrdered(t *testing.T) {
 		}
 		prev = id
 	}
-	if Node(prev) != 5 {
-		t.Fatalf("node = %d, want 5", Node(prev))
+	if orderid.Node(prev) != 5 {
+		t.Fatalf("node = %d, want 5", orderid.Node(prev))
 	}
-	if d := time.Since(Time(prev)); d < -time.Second || d > time.Minute {
-		t.Fatalf("id time %s is not now", Time(prev))
+	if d := time.Since(orderid.Time(prev)); d < -time.Second || d > time.Minute {
+		t.Fatalf("id time %s is not now", orderid.Time(prev))
 	}
 }
 
 func TestIDsSurviveAClockStepBack(t *testing.T) {
-	g := New(1)
+	g := orderid.New(1)
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	g.now = func() time.Time { return now }
+	orderid.SetClock(g, func() time.Time { return now })
 	a := mustNext(t, g)
 	now = now.Add(-time.Second)
 	if b := mustNext(t, g); b <= a {
@@ -50,7 +51,7 @@ func TestIDsSurviveAClockStepBack(t *testing.T) {
 }
 
 func TestIDsUniqueAcrossGoroutinesAndNodes(t *testing.T) {
-	gens := []*Generator{New(0), New(1)}
+	gens := []*orderid.Generator{orderid.New(0), orderid.New(1)}
 	var mu sync.Mutex
 	seen := map[int64]bool{}
 	var wg sync.WaitGroup
@@ -82,11 +83,11 @@ func TestIDsUniqueAcrossGoroutinesAndNodes(t *testing.T) {
 func TestLeaseGivesDistinctNodes(t *testing.T) {
 	rdb, _ := testenv.Redis(t)
 	ctx := context.Background()
-	a, err := LeaseNode(ctx, rdb, time.Second)
+	a, err := orderid.LeaseNode(ctx, rdb, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := LeaseNode(ctx, rdb, time.Second)
+	b, err := orderid.LeaseNode(ctx, rdb, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,13 +97,13 @@ func TestLeaseGivesDistinctNodes(t *testing.T) {
 	if err := a.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n, _ := rdb.Exists(ctx, nodeKey(a.Node())).Result(); n != 0 {
+	if n, _ := rdb.Exists(ctx, orderid.NodeKey(a.Node())).Result(); n != 0 {
 		t.Fatal("closing a lease did not free its node")
 	}
 	// b's lease is renewed: its remaining time goes back up.
-	low := rdb.PTTL(ctx, nodeKey(b.Node())).Val()
+	low := rdb.PTTL(ctx, orderid.NodeKey(b.Node())).Val()
 	testenv.Eventually(t, 5*time.Second, func() error {
-		ttl := rdb.PTTL(ctx, nodeKey(b.Node())).Val()
+		ttl := rdb.PTTL(ctx, orderid.NodeKey(b.Node())).Val()
 		if ttl <= 0 {
 			t.Fatalf("lease of node %d lapsed", b.Node())
 		}
@@ -121,23 +122,23 @@ func TestLeaseGivesDistinctNodes(t *testing.T) {
 func TestLeasedGeneratorRefusesPastItsLease(t *testing.T) {
 	rdb, _ := testenv.Redis(t)
 	ctx := context.Background()
-	l, err := LeaseNode(ctx, rdb, 3*time.Second)
+	l, err := orderid.LeaseNode(ctx, rdb, 3*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close(ctx)
-	g := Leased(l)
+	g := orderid.Leased(l)
 	id := mustNext(t, g)
-	if Node(id) != l.Node() {
-		t.Fatalf("id's node = %d, want the leased %d", Node(id), l.Node())
+	if orderid.Node(id) != l.Node() {
+		t.Fatalf("id's node = %d, want the leased %d", orderid.Node(id), l.Node())
 	}
 	// The process wakes up after the lease's term (a long pause): the
 	// renewal has not confirmed the node again yet.
-	g.now = func() time.Time { return time.Now().Add(3 * time.Second) }
-	if _, err := g.Next(); !errors.Is(err, ErrUnfenced) {
-		t.Fatalf("minting past the lease: %v, want ErrUnfenced", err)
+	orderid.SetClock(g, func() time.Time { return time.Now().Add(3 * time.Second) })
+	if _, err := g.Next(); !errors.Is(err, orderid.ErrUnfenced) {
+		t.Fatalf("minting past the lease: %v, want orderid.ErrUnfenced", err)
 	}
-	g.now = time.Now
+	orderid.SetClock(g, time.Now)
 	if next := mustNext(t, g); next <= id {
 		t.Fatalf("after a refusal: %d <= %d", next, id)
 	}
@@ -148,13 +149,13 @@ func TestLeasedGeneratorRefusesPastItsLease(t *testing.T) {
 func TestLostLeaseMovesToAFreeNode(t *testing.T) {
 	rdb, _ := testenv.Redis(t)
 	ctx := context.Background()
-	l, err := LeaseNode(ctx, rdb, 600*time.Millisecond)
+	l, err := orderid.LeaseNode(ctx, rdb, 600*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close(ctx)
 	lost := l.Node()
-	if err := rdb.Set(ctx, nodeKey(lost), "another-process", time.Minute).Err(); err != nil {
+	if err := rdb.Set(ctx, orderid.NodeKey(lost), "another-process", time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 5*time.Second, func() error {
@@ -163,10 +164,74 @@ func TestLostLeaseMovesToAFreeNode(t *testing.T) {
 		}
 		return nil
 	})
-	if got := rdb.Get(ctx, nodeKey(lost)).Val(); got != "another-process" {
+	if got := rdb.Get(ctx, orderid.NodeKey(lost)).Val(); got != "another-process" {
 		t.Fatalf("the other process's node was taken back: %q", got)
 	}
-	if id := mustNext(t, Leased(l)); Node(id) == lost {
+	if id := mustNext(t, orderid.Leased(l)); orderid.Node(id) == lost {
 		t.Fatalf("minted under the lost node %d", lost)
+	}
+}
+
+// An instance shutting down gives its node back while handlers a timed-out
+// shutdown left running still mint under it, and the next holder's clock
+// may read the same time (or lag behind): the next holder's ids start
+// above everything the previous one could mint, so no id repeats.
+func TestNextHolderNeverRepeatsAnID(t *testing.T) {
+	rdb, _ := testenv.Redis(t)
+	ctx := context.Background()
+	a, err := orderid.LeaseNode(ctx, rdb, 3*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ga := orderid.Leased(a)
+	frozen := time.Now()
+	orderid.SetClock(ga, func() time.Time { return frozen })
+	seen := map[int64]bool{}
+	for range 50 {
+		seen[mustNext(t, ga)] = true
+	}
+	node := a.Node()
+	if err := a.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Every other node is held, so the next lease takes a's.
+	for n := range orderid.MaxNodes {
+		if n != node {
+			if err := rdb.Set(ctx, orderid.NodeKey(n), "busy", time.Minute).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	b, err := orderid.LeaseNode(ctx, rdb, 3*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close(ctx)
+	if b.Node() != node {
+		t.Fatalf("the next lease took node %d, want %d", b.Node(), node)
+	}
+	gb := orderid.Leased(b)
+	for _, skew := range []time.Duration{0, -2 * time.Second} {
+		orderid.SetClock(gb, func() time.Time { return frozen.Add(skew) })
+		for range 50 {
+			// The closed instance's in-flight handlers mint on, too.
+			if id, err := ga.Next(); err == nil {
+				if seen[id] {
+					t.Fatalf("id %d repeated by the closed instance", id)
+				}
+				seen[id] = true
+			}
+			id, err := gb.Next()
+			if errors.Is(err, orderid.ErrUnfenced) {
+				continue // refusing is safe; repeating is not
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if seen[id] {
+				t.Fatalf("id %d (node %d, minted at %s) repeated by the next holder (clock skew %s)", id, orderid.Node(id), orderid.Time(id), skew)
+			}
+			seen[id] = true
+		}
 	}
 }

@@ -17,6 +17,7 @@ package relay
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -135,6 +136,7 @@ type Relay struct {
 	created    atomic.Int64
 	duplicates atomic.Int64
 	failures   atomic.Int64
+	collisions atomic.Int64
 	dropped    atomic.Int64
 
 	// startLatency is the time from admission (reserve.lua) to Temporal
@@ -186,6 +188,9 @@ func New(st *stock.Stock, starter Starter, opts Options) *Relay {
 			prometheus.NewCounterFunc(prometheus.CounterOpts{
 				Name: "seckill_relay_start_failures_total", Help: "Workflow start attempts that failed and will be retried.",
 			}, func() float64 { return float64(r.failures.Load()) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name: "seckill_relay_start_collisions_total", Help: "Starts that met the workflow of another order under the same id (an id minted twice); the intent stays unacknowledged.",
+			}, func() float64 { return float64(r.collisions.Load()) }),
 		)
 	}
 	return r
@@ -284,6 +289,14 @@ func (r *Relay) process(ctx context.Context, batches []batch) []int {
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
+			case errors.As(err, new(*CollisionError)):
+				// Never acknowledged as started: the order has no
+				// workflow. It stays pending, retried with the stream's
+				// backoff, and every attempt is an error in the log and
+				// seckill_relay_start_collisions_total.
+				failed[j.batch]++
+				r.collisions.Add(1)
+				r.opts.Logger.Error("relay: order id collision", "order_id", j.in.Order.OrderID, "sale_id", j.in.Order.SaleID, "user_id", j.in.Order.UserID, "err", err)
 			case err != nil:
 				failed[j.batch]++
 				r.failures.Add(1)

@@ -2,6 +2,7 @@ package relay_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -216,5 +217,31 @@ func TestStartIsIdempotentPerOrder(t *testing.T) {
 		if err != nil || created != want {
 			t.Fatalf("start #%d: created=%v err=%v; want created=%v", i+1, created, err, want)
 		}
+	}
+}
+
+// An order id minted twice: the second order's start meets the first's
+// workflow. It is a collision, not a duplicate of the same order: the
+// starter says so, and the relay never acknowledges that intent.
+func TestStartOfAnotherOrderUnderTheSameIDIsACollision(t *testing.T) {
+	tp := testenv.StartTemporal(t)
+	starter := relay.NewTemporalStarter(tp.Client())
+	ctx := context.Background()
+	first := workflows.OrderInput{Order: domain.OrderRef{OrderID: 78, SaleID: 3, UserID: "u", AmountCents: 1}}
+	if created, err := starter.Start(ctx, first); err != nil || !created {
+		t.Fatalf("first start: %v %v", created, err)
+	}
+	for _, other := range []domain.OrderRef{
+		{OrderID: 78, SaleID: 3, UserID: "someone-else", AmountCents: 1},
+		{OrderID: 78, SaleID: 4, UserID: "u", AmountCents: 1},
+	} {
+		created, err := starter.Start(ctx, workflows.OrderInput{Order: other})
+		var col *relay.CollisionError
+		if created || !errors.As(err, &col) || col.SaleID != "3" || col.UserID != "u" {
+			t.Fatalf("start of %+v under a taken id: created=%v err=%v; want a CollisionError naming sale 3, user u", other, created, err)
+		}
+	}
+	if created, err := starter.Start(ctx, first); err != nil || created {
+		t.Fatalf("the same order again: created=%v err=%v; want a duplicate", created, err)
 	}
 }

@@ -3,6 +3,8 @@ package relay
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -11,6 +13,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/workflows"
@@ -75,10 +78,46 @@ func (s *TemporalStarter) start(ctx context.Context, in workflows.OrderInput) (b
 	_, err := s.client.ExecuteWorkflow(ctx, opts, workflows.OrderWorkflow, in)
 	var already *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &already) {
-		return false, nil
+		return false, s.sameOrder(ctx, in.Order)
 	}
 	if err != nil {
 		return false, err
 	}
 	return true, nil
+}
+
+// CollisionError is a start that met an existing order-<id> workflow of
+// another order (another sale or buyer): the id was minted twice. The
+// intent is not acknowledged as started, since its order has no workflow.
+type CollisionError struct {
+	Order          domain.OrderRef
+	SaleID, UserID string // the existing workflow's
+}
+
+func (e *CollisionError) Error() string {
+	return fmt.Sprintf("order id %d collides: workflow %s belongs to sale %s, user %s, not sale %d, user %s",
+		e.Order.OrderID, domain.WorkflowID(e.Order.OrderID), e.SaleID, e.UserID, e.Order.SaleID, e.Order.UserID)
+}
+
+// sameOrder checks that the existing workflow of the order's id is this
+// order (docs/design.md §5): a repeated start of it (a retry, another
+// relay) is acknowledged as done, a collision is a *CollisionError.
+func (s *TemporalStarter) sameOrder(ctx context.Context, ref domain.OrderRef) error {
+	d, err := s.client.DescribeWorkflowExecution(ctx, domain.WorkflowID(ref.OrderID), "")
+	if err != nil {
+		return fmt.Errorf("describe existing %s: %w", domain.WorkflowID(ref.OrderID), err)
+	}
+	fields := d.GetWorkflowExecutionInfo().GetSearchAttributes().GetIndexedFields()
+	var sale, user string
+	dc := converter.GetDefaultDataConverter()
+	if p := fields[workflows.SaleIDKey.GetName()]; p != nil {
+		_ = dc.FromPayload(p, &sale)
+	}
+	if p := fields[workflows.UserIDKey.GetName()]; p != nil {
+		_ = dc.FromPayload(p, &user)
+	}
+	if sale != strconv.FormatInt(ref.SaleID, 10) || user != ref.UserID {
+		return &CollisionError{Order: ref, SaleID: sale, UserID: user}
+	}
+	return nil
 }
