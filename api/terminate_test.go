@@ -256,3 +256,34 @@ func (s *system) reset(workflowID string, first bool) {
 		return testenv.ResetWorkflow(context.Background(), s.tc, workflowID, first)
 	})
 }
+
+// A Reset to the first workflow task of an order whose pay was accepted but
+// not yet recorded (the buyer was told 202): the reset run starts by
+// placing the order, the server re-delivers the accepted pay to it, and
+// the order ends PAID (VersionDeadline accepts a decision while placing).
+func TestResetInTheMiddleOfAPayKeepsThePayment(t *testing.T) {
+	s := start(t, options{cfg: api.Config{PayWait: time.Millisecond}})
+	sale := s.createSale(2)
+	id := s.purchase(sale.ID, "zoe")
+	s.waitStatus(id, "zoe", domain.StatusAwaitingPayment)
+	ctx := context.Background()
+	db := s.store.DB()
+	if _, err := db.ExecContext(ctx, "ALTER TABLE orders ADD CONSTRAINT hold_payments CHECK (status <> 'PAID') NOT VALID"); err != nil {
+		t.Fatal(err)
+	}
+	if r := s.pay(id, "zoe"); r.status != http.StatusAccepted {
+		t.Fatalf("pay while MarkPaid fails: %d %s, want 202", r.status, r.body)
+	}
+	s.reset("order-"+id, true)
+	if _, err := db.ExecContext(ctx, "ALTER TABLE orders DROP CONSTRAINT hold_payments"); err != nil {
+		t.Fatal(err)
+	}
+	s.waitStatus(id, "zoe", domain.StatusPaid)
+	var st struct{ Status domain.Status }
+	if err := s.tc.GetWorkflow(ctx, "order-"+id, "").Get(ctx, &st); err != nil || st.Status != domain.StatusPaid {
+		t.Fatalf("the reset run ended %+v, %v; want PAID", st, err)
+	}
+	if r := s.audited(sale.ID, true); !r.OK() || r.DBStock != 1 {
+		t.Fatalf("audit: %s", r)
+	}
+}
