@@ -1,6 +1,10 @@
 package reconcile
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/seckill/seckill/domain"
+)
 
 // repairKinds are the kind labels of seckill_reconciler_repairs_total.
 var repairKinds = []string{"rebuilt", "buyer_restored", "stale_released", "remaining_fixed"}
@@ -25,6 +29,9 @@ func (rc *Reconciler) WithMetrics(reg prometheus.Registerer) *Reconciler {
 	// an increase an alert sees, not a series appearing out of nowhere.
 	for _, kind := range repairKinds {
 		repairs.WithLabelValues(kind)
+	}
+	for _, status := range []domain.Status{domain.StatusPaid, domain.StatusCancelled, domain.StatusExpired, domain.StatusFailed} {
+		stranded.WithLabelValues(string(status))
 	}
 	rc.OnRepair = func(r Report) {
 		if r.Rebuilt {
