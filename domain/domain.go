@@ -59,19 +59,24 @@ type OrderRef struct {
 	SaleID      int64  `json:"sale_id"`
 	UserID      string `json:"user_id"`
 	AmountCents int64  `json:"amount_cents"`
+	// IdempotencyKey is the Idempotency-Key of the purchase that won the
+	// unit, "" if it had none: kept with the order's row so that a sale
+	// rebuilt from the database still answers its retry with the 202.
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
 }
 
 // orderRefJSON is OrderRef's wire shape.
 type orderRefJSON struct {
-	OrderID     jsonID `json:"order_id"`
-	SaleID      jsonID `json:"sale_id"`
-	UserID      string `json:"user_id"`
-	AmountCents int64  `json:"amount_cents"`
+	OrderID        jsonID `json:"order_id"`
+	SaleID         jsonID `json:"sale_id"`
+	UserID         string `json:"user_id"`
+	AmountCents    int64  `json:"amount_cents"`
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
 }
 
 // MarshalJSON writes the ids as strings.
 func (r OrderRef) MarshalJSON() ([]byte, error) {
-	return json.Marshal(orderRefJSON{jsonID(r.OrderID), jsonID(r.SaleID), r.UserID, r.AmountCents})
+	return json.Marshal(orderRefJSON{jsonID(r.OrderID), jsonID(r.SaleID), r.UserID, r.AmountCents, r.IdempotencyKey})
 }
 
 // UnmarshalJSON reads ids written as strings or, by earlier versions, as
@@ -81,7 +86,7 @@ func (r *OrderRef) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &w); err != nil {
 		return err
 	}
-	*r = OrderRef{OrderID: int64(w.OrderID), SaleID: int64(w.SaleID), UserID: w.UserID, AmountCents: w.AmountCents}
+	*r = OrderRef{OrderID: int64(w.OrderID), SaleID: int64(w.SaleID), UserID: w.UserID, AmountCents: w.AmountCents, IdempotencyKey: w.IdempotencyKey}
 	return nil
 }
 

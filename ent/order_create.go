@@ -75,6 +75,20 @@ func (_c *OrderCreate) SetNillableReason(v *string) *OrderCreate {
 	return _c
 }
 
+// SetIdempotencyKey sets the "idempotency_key" field.
+func (_c *OrderCreate) SetIdempotencyKey(v string) *OrderCreate {
+	_c.mutation.SetIdempotencyKey(v)
+	return _c
+}
+
+// SetNillableIdempotencyKey sets the "idempotency_key" field if the given value is not nil.
+func (_c *OrderCreate) SetNillableIdempotencyKey(v *string) *OrderCreate {
+	if v != nil {
+		_c.SetIdempotencyKey(*v)
+	}
+	return _c
+}
+
 // SetCreatedAt sets the "created_at" field.
 func (_c *OrderCreate) SetCreatedAt(v time.Time) *OrderCreate {
 	_c.mutation.SetCreatedAt(v)
@@ -157,6 +171,10 @@ func (_c *OrderCreate) defaults() {
 		v := order.DefaultReason
 		_c.mutation.SetReason(v)
 	}
+	if _, ok := _c.mutation.IdempotencyKey(); !ok {
+		v := order.DefaultIdempotencyKey
+		_c.mutation.SetIdempotencyKey(v)
+	}
 	if _, ok := _c.mutation.CreatedAt(); !ok {
 		v := order.DefaultCreatedAt()
 		_c.mutation.SetCreatedAt(v)
@@ -210,6 +228,14 @@ func (_c *OrderCreate) check() error {
 	if v, ok := _c.mutation.Reason(); ok {
 		if err := order.ReasonValidator(v); err != nil {
 			return &ValidationError{Name: "reason", err: fmt.Errorf(`ent: validator failed for field "Order.reason": %w`, err)}
+		}
+	}
+	if _, ok := _c.mutation.IdempotencyKey(); !ok {
+		return &ValidationError{Name: "idempotency_key", err: errors.New(`ent: missing required field "Order.idempotency_key"`)}
+	}
+	if v, ok := _c.mutation.IdempotencyKey(); ok {
+		if err := order.IdempotencyKeyValidator(v); err != nil {
+			return &ValidationError{Name: "idempotency_key", err: fmt.Errorf(`ent: validator failed for field "Order.idempotency_key": %w`, err)}
 		}
 	}
 	if _, ok := _c.mutation.CreatedAt(); !ok {
@@ -278,6 +304,10 @@ func (_c *OrderCreate) createSpec() (*Order, *sqlgraph.CreateSpec) {
 	if value, ok := _c.mutation.Reason(); ok {
 		_spec.SetField(order.FieldReason, field.TypeString, value)
 		_node.Reason = value
+	}
+	if value, ok := _c.mutation.IdempotencyKey(); ok {
+		_spec.SetField(order.FieldIdempotencyKey, field.TypeString, value)
+		_node.IdempotencyKey = value
 	}
 	if value, ok := _c.mutation.CreatedAt(); ok {
 		_spec.SetField(order.FieldCreatedAt, field.TypeTime, value)
@@ -420,6 +450,9 @@ func (u *OrderUpsertOne) UpdateNewValues() *OrderUpsertOne {
 		}
 		if _, exists := u.create.mutation.AmountCents(); exists {
 			s.SetIgnore(order.FieldAmountCents)
+		}
+		if _, exists := u.create.mutation.IdempotencyKey(); exists {
+			s.SetIgnore(order.FieldIdempotencyKey)
 		}
 		if _, exists := u.create.mutation.CreatedAt(); exists {
 			s.SetIgnore(order.FieldCreatedAt)
@@ -690,6 +723,9 @@ func (u *OrderUpsertBulk) UpdateNewValues() *OrderUpsertBulk {
 			}
 			if _, exists := b.mutation.AmountCents(); exists {
 				s.SetIgnore(order.FieldAmountCents)
+			}
+			if _, exists := b.mutation.IdempotencyKey(); exists {
+				s.SetIgnore(order.FieldIdempotencyKey)
 			}
 			if _, exists := b.mutation.CreatedAt(); exists {
 				s.SetIgnore(order.FieldCreatedAt)

@@ -51,12 +51,18 @@ func init() {
 	order.DefaultReason = orderDescReason.Default.(string)
 	// order.ReasonValidator is a validator for the "reason" field. It is called by the builders before save.
 	order.ReasonValidator = orderDescReason.Validators[0].(func(string) error)
+	// orderDescIdempotencyKey is the schema descriptor for idempotency_key field.
+	orderDescIdempotencyKey := orderFields[7].Descriptor()
+	// order.DefaultIdempotencyKey holds the default value on creation for the idempotency_key field.
+	order.DefaultIdempotencyKey = orderDescIdempotencyKey.Default.(string)
+	// order.IdempotencyKeyValidator is a validator for the "idempotency_key" field. It is called by the builders before save.
+	order.IdempotencyKeyValidator = orderDescIdempotencyKey.Validators[0].(func(string) error)
 	// orderDescCreatedAt is the schema descriptor for created_at field.
-	orderDescCreatedAt := orderFields[7].Descriptor()
+	orderDescCreatedAt := orderFields[8].Descriptor()
 	// order.DefaultCreatedAt holds the default value on creation for the created_at field.
 	order.DefaultCreatedAt = orderDescCreatedAt.Default.(func() time.Time)
 	// orderDescUpdatedAt is the schema descriptor for updated_at field.
-	orderDescUpdatedAt := orderFields[8].Descriptor()
+	orderDescUpdatedAt := orderFields[9].Descriptor()
 	// order.DefaultUpdatedAt holds the default value on creation for the updated_at field.
 	order.DefaultUpdatedAt = orderDescUpdatedAt.Default.(func() time.Time)
 	// order.UpdateDefaultUpdatedAt holds the default value on update for the updated_at field.

@@ -49,12 +49,16 @@ func loadable(ctx context.Context, db *store.Store, saleID int64) (stock.Sale, e
 // which goes back into its intents (zero: the relay's).
 func RedisSale(sl *ent.Sale, buyers []store.Buyer) stock.Sale {
 	held := make(map[string]int64, len(buyers))
+	keys := map[string]string{}
 	for _, b := range buyers {
 		held[b.UserID] = b.OrderID
+		if b.IdempotencyKey != "" {
+			keys[b.UserID] = b.IdempotencyKey
+		}
 	}
 	rs := stock.Sale{
 		ID: sl.ID, PriceCents: sl.PriceCents, StartsAt: sl.StartsAt, EndsAt: sl.EndsAt,
-		Remaining: sl.Stock, Total: sl.TotalStock, Buyers: held,
+		Remaining: sl.Stock, Total: sl.TotalStock, Buyers: held, WinningKeys: keys,
 	}
 	if sl.PaymentTimeoutSeconds != nil {
 		rs.PaymentTimeout = time.Duration(*sl.PaymentTimeoutSeconds) * time.Second

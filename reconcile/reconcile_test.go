@@ -248,3 +248,45 @@ func TestAddedUnitsAreNotCountedTwice(t *testing.T) {
 	}
 	settled(t, rc, id)
 }
+
+// A retry with the Idempotency-Key of the purchase that won gets that
+// order back as a success (202), also after Redis lost the sale and the
+// reconciler rebuilt it from the database: the key travels with the intent
+// into the order's row.
+func TestWinningKeySurvivesARebuild(t *testing.T) {
+	rc, id := sale(t, 5, 0)
+	ctx := context.Background()
+	const key = "k-winner"
+	order, err := rc.Stock.Reserve(ctx, id, "wanda", 4242, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := rc.Stock.Client().XRange(ctx, stock.KeysFor(id).Intents, "-", "+").Result()
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("intents: %v %v", msgs, err)
+	}
+	in, err := stock.ParseIntent(msgs[0].Values)
+	if err != nil || in.Order.IdempotencyKey != key {
+		t.Fatalf("intent %+v, %v; want it to carry the key", in, err)
+	}
+	if err := rc.Store.PlaceOrder(ctx, in.Order); err != nil { // the saga, from the intent
+		t.Fatal(err)
+	}
+	if err := rc.Stock.Client().Del(ctx, stock.KeysFor(id).Intents, stock.KeysFor(id).Line).Err(); err != nil {
+		t.Fatal(err) // started by the relay
+	}
+	if err := rc.Stock.Client().FlushDB(ctx).Err(); err != nil { // Redis restarted empty
+		t.Fatal(err)
+	}
+	if rep, err := rc.Sale(ctx, id); err != nil || !rep.Rebuilt {
+		t.Fatalf("report %+v, %v; want rebuilt", rep, err)
+	}
+	if got, err := rc.Stock.Reserve(ctx, id, "wanda", 4343, key); err != nil || got != order {
+		t.Fatalf("retry with the winning key after the rebuild: %d, %v; want order %d as a success", got, err, order)
+	}
+	var already *domain.AlreadyPurchasedError
+	if _, err := rc.Stock.Reserve(ctx, id, "wanda", 4444, "another-key"); !errors.As(err, &already) || already.OrderID != order {
+		t.Fatalf("a new request of the buyer: %v, want ALREADY_PURCHASED %d", err, order)
+	}
+	settled(t, rc, id)
+}

@@ -20,6 +20,7 @@ const (
 	IntentReservedMS       = "reserved_ms"        // when Redis admitted the order, Unix ms
 	IntentPaymentTimeoutMS = "payment_timeout_ms" // the sale's own, when it has one
 	IntentTraceparent      = "traceparent"        // the purchase's, when traced
+	IntentIdempotencyKey   = "idem_key"           // the winning request's, when it had one
 )
 
 // Intent is an entry of a sale's intent stream: an admitted order waiting
@@ -73,5 +74,6 @@ func ParseIntent(v map[string]any) (Intent, error) {
 		in.PaymentTimeout = time.Duration(ms) * time.Millisecond
 	}
 	in.Traceparent, _ = v[IntentTraceparent].(string)
+	in.Order.IdempotencyKey, _ = v[IntentIdempotencyKey].(string)
 	return in, nil
 }

@@ -32,6 +32,12 @@ if ARGV[4] and ARGV[4] ~= '' then
   intent[#intent + 1] = 'traceparent'
   intent[#intent + 1] = ARGV[4]
 end
+-- The winning request's Idempotency-Key travels with the intent into the
+-- order's row, so a sale rebuilt from the database still knows it.
+if ARGV[3] ~= '' then
+  intent[#intent + 1] = 'idem_key'
+  intent[#intent + 1] = ARGV[3]
+end
 redis.call('XADD', KEYS[4], '*', unpack(intent))
 -- The line holds exactly the orders of the stream (the relay removes both
 -- at once, started.lua). The version only grows, so the order's rank is

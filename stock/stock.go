@@ -218,8 +218,10 @@ type Sale struct {
 	// sale's total stock in the database it was computed from.
 	Remaining int
 	Total     int
-	// Buyers maps each user holding a unit to their order id.
-	Buyers map[string]int64
+	// Buyers maps each user holding a unit to their order id, and
+	// WinningKeys those whose winning purchase had an Idempotency-Key to it.
+	Buyers      map[string]int64
+	WinningKeys map[string]string
 	// PaymentTimeout is the sale's own payment timeout, written into each
 	// intent; 0: the relay's default.
 	PaymentTimeout time.Duration
@@ -250,7 +252,7 @@ func (s *Stock) load(ctx context.Context, sale Sale) (bool, error) {
 	}
 	args := []any{sale.ID, sale.StartsAt.UnixMilli(), sale.EndsAt.UnixMilli(), sale.PriceCents, sale.Remaining, timeout, sale.Total}
 	for user, order := range sale.Buyers {
-		args = append(args, user, strconv.FormatInt(order, 10))
+		args = append(args, user, strconv.FormatInt(order, 10), sale.WinningKeys[user])
 	}
 	// The sale is listed before it is loaded: SalesKey lives in another
 	// hash slot, so the two cannot share a script, and in this order a

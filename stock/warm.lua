@@ -7,7 +7,9 @@
 --       writes none into the intents, and the relay uses its own),
 --       total (the sale's total stock in the database, which the count
 --       covers: see add.lua),
---       then user id, order id pairs of the buyers that hold a unit.
+--       then user id, order id, Idempotency-Key ('' for none) triples of
+--       the buyers that hold a unit: the key of the purchase that won it,
+--       so that its retry still answers the same 202 after a rebuild.
 -- Returns 1 when it loaded the sale, 0 when the sale was already warm
 -- (warming twice must not reset a sale in progress).
 --
@@ -24,9 +26,12 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
 end
 redis.call('SET', KEYS[2], ARGV[5])
 redis.call('DEL', KEYS[3], KEYS[4])
-for i = 8, #ARGV, 2 do
+for i = 8, #ARGV, 3 do
   if redis.call('SISMEMBER', KEYS[6], ARGV[i + 1]) == 0 then
     redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 1])
+    if ARGV[i + 2] ~= '' then
+      redis.call('HSET', KEYS[4], ARGV[i], ARGV[i + 2])
+    end
   end
 end
 redis.call('HSET', KEYS[1], 'sale_id', ARGV[1], 'starts_ms', ARGV[2], 'ends_ms', ARGV[3], 'price_cents', ARGV[4], 'total', ARGV[7])

@@ -58,6 +58,8 @@ func (s *Store) SalesByID(ctx context.Context, ids []int64) (map[int64]*ent.Sale
 type Buyer struct {
 	UserID  string
 	OrderID int64
+	// IdempotencyKey is the key of the purchase that won the unit, or "".
+	IdempotencyKey string
 }
 
 // LiveBuyers lists the buyers of a sale whose order holds a unit (PENDING,
@@ -68,13 +70,13 @@ func (s *Store) LiveBuyers(ctx context.Context, saleID int64) ([]Buyer, error) {
 	rows, err := s.db.Order.Query().
 		Where(order.SaleID(saleID), order.StatusIn(order.StatusPENDING, order.StatusAWAITING_PAYMENT, order.StatusPAID)).
 		Order(ent.Asc(order.FieldID)).
-		Select(order.FieldID, order.FieldUserID).All(ctx)
+		Select(order.FieldID, order.FieldUserID, order.FieldIdempotencyKey).All(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("live buyers of sale %d: %w", saleID, err)
 	}
 	out := make([]Buyer, len(rows))
 	for i, o := range rows {
-		out[i] = Buyer{UserID: o.UserID, OrderID: o.ID}
+		out[i] = Buyer{UserID: o.UserID, OrderID: o.ID, IdempotencyKey: o.IdempotencyKey}
 	}
 	return out, nil
 }

@@ -222,7 +222,7 @@ func (s *Store) CreateOrder(ctx context.Context, ref domain.OrderRef) error {
 func (s *Store) insertOrder(ctx context.Context, c *ent.OrderClient, ref domain.OrderRef, status domain.Status, reason string) error {
 	err := c.Create().
 		SetID(ref.OrderID).SetSaleID(ref.SaleID).SetUserID(ref.UserID).
-		SetAmountCents(ref.AmountCents).
+		SetAmountCents(ref.AmountCents).SetIdempotencyKey(ref.IdempotencyKey).
 		SetStatus(order.Status(status)).SetReason(reason).
 		OnConflictColumns(order.FieldID).DoNothing().
 		Exec(ctx)

@@ -18,7 +18,8 @@ import (
 // stock, its orders and the ledger facts agree with each other.
 type SaleSnapshot struct {
 	Sale *ent.Sale
-	// Orders carry only their id, user id, status and updated_at.
+	// Orders carry only their id, user id, status, updated_at and
+	// idempotency key.
 	Orders []*ent.Order
 	// Deducted and Restored are the orders with a DEDUCT, and a RESTORE,
 	// ledger row. A RESTORE of delta 0 (an order that never deducted) counts:
@@ -39,7 +40,7 @@ func (s SaleSnapshot) LiveBuyers() []Buyer {
 	var out []Buyer
 	for _, o := range s.Orders {
 		if domain.Status(o.Status).Live() {
-			out = append(out, Buyer{UserID: o.UserID, OrderID: o.ID})
+			out = append(out, Buyer{UserID: o.UserID, OrderID: o.ID, IdempotencyKey: o.IdempotencyKey})
 		}
 	}
 	slices.SortFunc(out, func(a, b Buyer) int { return cmp.Compare(a.OrderID, b.OrderID) })
@@ -76,7 +77,7 @@ func (s *Store) SaleSnapshot(ctx context.Context, saleID int64) (SaleSnapshot, e
 		return SaleSnapshot{}, fmt.Errorf("snapshot of sale %d: %w", saleID, err)
 	}
 	snap.Orders, err = tx.Order.Query().Where(order.SaleID(saleID)).
-		Select(order.FieldID, order.FieldUserID, order.FieldStatus, order.FieldUpdatedAt).All(ctx)
+		Select(order.FieldID, order.FieldUserID, order.FieldStatus, order.FieldUpdatedAt, order.FieldIdempotencyKey).All(ctx)
 	if err != nil {
 		return SaleSnapshot{}, fmt.Errorf("snapshot of sale %d: orders: %w", saleID, err)
 	}

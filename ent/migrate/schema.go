@@ -17,6 +17,7 @@ var (
 		{Name: "amount_cents", Type: field.TypeInt64},
 		{Name: "status", Type: field.TypeEnum, Enums: []string{"PENDING", "AWAITING_PAYMENT", "PAID", "CANCELLED", "EXPIRED", "FAILED"}},
 		{Name: "reason", Type: field.TypeString, Size: 500, Default: ""},
+		{Name: "idempotency_key", Type: field.TypeString, Size: 128, Default: ""},
 		{Name: "created_at", Type: field.TypeTime},
 		{Name: "updated_at", Type: field.TypeTime},
 		{Name: "sale_id", Type: field.TypeInt64},
@@ -29,7 +30,7 @@ var (
 		ForeignKeys: []*schema.ForeignKey{
 			{
 				Symbol:     "orders_sales_orders",
-				Columns:    []*schema.Column{OrdersColumns[8]},
+				Columns:    []*schema.Column{OrdersColumns[9]},
 				RefColumns: []*schema.Column{SalesColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
@@ -38,7 +39,7 @@ var (
 			{
 				Name:    "orders_one_live_per_buyer",
 				Unique:  true,
-				Columns: []*schema.Column{OrdersColumns[8], OrdersColumns[1]},
+				Columns: []*schema.Column{OrdersColumns[9], OrdersColumns[1]},
 				Annotation: &entsql.IndexAnnotation{
 					Where: "status NOT IN ('CANCELLED', 'EXPIRED', 'FAILED')",
 				},
@@ -46,12 +47,12 @@ var (
 			{
 				Name:    "order_user_id_created_at",
 				Unique:  false,
-				Columns: []*schema.Column{OrdersColumns[1], OrdersColumns[6]},
+				Columns: []*schema.Column{OrdersColumns[1], OrdersColumns[7]},
 			},
 			{
 				Name:    "order_sale_id_status",
 				Unique:  false,
-				Columns: []*schema.Column{OrdersColumns[8], OrdersColumns[4]},
+				Columns: []*schema.Column{OrdersColumns[9], OrdersColumns[4]},
 			},
 		},
 	}

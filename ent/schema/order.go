@@ -27,6 +27,9 @@ func (Order) Fields() []ent.Field {
 		field.Enum("status").
 			Values("PENDING", "AWAITING_PAYMENT", "PAID", "CANCELLED", "EXPIRED", "FAILED"),
 		field.String("reason").Default("").MaxLen(500),
+		// The Idempotency-Key of the purchase that won the unit ("" if
+		// none), so a sale rebuilt from the database still knows it.
+		field.String("idempotency_key").Default("").MaxLen(128).Immutable(),
 		field.Time("created_at").Default(time.Now).Immutable(),
 		field.Time("updated_at").Default(time.Now).UpdateDefault(time.Now),
 	}
