@@ -38,8 +38,17 @@ func (s *system) intentOrder(saleID string) []string {
 // line at places 1..200 in admission order; once workflows start, each
 // order's place only falls, and then it has none.
 func TestPendingOrdersShowTheirPlaceInLine(t *testing.T) {
-	// Small batches and few starts at once, so the line drains in steps.
-	s := start(t, options{temporalDown: true, cfg: api.Config{Relay: relayInSteps()}})
+	// Small batches, and the relay starts a batch only when the test lets
+	// it: the line drains in steps the test sees, however fast the machine.
+	gate := make(chan struct{})
+	rel := relayInSteps()
+	rel.BeforeStart = func(ctx context.Context, _ []int64) {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+		}
+	}
+	s := start(t, options{temporalDown: true, cfg: api.Config{Relay: rel}})
 	sale := s.createSale(300)
 	const buyers = 200
 	tag := strconv.FormatInt(time.Now().UnixNano(), 36)
@@ -108,17 +117,31 @@ func TestPendingOrdersShowTheirPlaceInLine(t *testing.T) {
 		t.Fatalf("list of the 43rd buyer: %+v", list)
 	}
 
-	// Let the relay go: places only fall, and an order that has left the
-	// line never gets a place again.
+	// Let one batch go, then the rest: places only fall, and an order that
+	// has left the line never gets a place again.
 	s.temporal.Start()
 	s.startWorker()
 	last := map[string]int64{}
 	for id, o := range first {
 		last[id] = *o.QueuePosition
 	}
+	gate <- struct{}{} // the relay takes it when it is about to start a batch
+	testenv.Eventually(t, time.Minute, func() error {
+		if n := len(s.intentOrder(sale.ID)); n == buyers {
+			return fmt.Errorf("all %d orders still in line", n)
+		}
+		return nil
+	})
 	fell, estimates := 0, 0
 	lastInLine := []string{fmt.Sprint(buyers)} // what the last buyer was told, read by read
+	opened := false
 	testenv.Eventually(t, 3*time.Minute, func() error {
+		defer func() {
+			if !opened {
+				close(gate)
+				opened = true
+			}
+		}()
 		waiting := 0
 		for id, o := range read(line) {
 			if id == line[buyers-1] && o.QueuePosition != nil {
