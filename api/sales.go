@@ -33,7 +33,7 @@ func (s *Server) registerSales() {
 	huma.Register(s.api, huma.Operation{
 		OperationID: "create-sale", Method: http.MethodPost, Path: "/v1/sales",
 		Summary: "Create a sale (admin)", Tags: []string{"sales"},
-		Description: "The sale opens at `starts_at` and closes at `ends_at`; its units are on sale at once.",
+		Description: "Buyers may buy from `starts_at` until `ends_at`, one unit each, until the stock is gone.",
 		Security:    bearer, Metadata: map[string]any{adminOnly: true},
 		DefaultStatus: http.StatusCreated, MaxBodyBytes: 16 << 10,
 		Responses: s.problems(errMalformed, errNoToken, errAdminsOnly, errTooLarge, errInvalid, errUnavailable),
