@@ -22,12 +22,14 @@ var bearer = []map[string][]string{{"bearer": {}}}
 // adminOnly marks an operation for admins.
 const adminOnly = "admin-only"
 
-// authenticate checks the bearer token of every operation that declares
-// the bearer security scheme, and the admin role where required.
+// authenticate checks the bearer token of every operation but the public
+// ones, and the admin role where required. An operation that declares no
+// security at all (nil) needs a token, as the document's global
+// requirement says: only an explicit empty requirement (public) opens one.
 func (s *Server) authenticate(ctx huma.Context, next func(huma.Context)) {
 	ctx = huma.WithValue(ctx, ipKey{}, s.clientIP(ctx.RemoteAddr(), ctx.Header("X-Forwarded-For")))
 	op := ctx.Operation()
-	if len(op.Security) == 0 {
+	if op.Security != nil && len(op.Security) == 0 {
 		next(ctx)
 		return
 	}

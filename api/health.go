@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"net/http"
+	"reflect"
 	"sync"
 	"time"
 
@@ -12,35 +13,39 @@ import (
 
 // Readiness reports each dependency.
 type Readiness struct {
-	Ready    bool   `json:"ready"`
-	Postgres string `json:"postgres" example:"ok"`
-	Redis    string `json:"redis" example:"ok"`
-	Temporal string `json:"temporal" example:"ok"`
+	Ready    bool   `json:"ready" doc:"Whether all three answer."`
+	Postgres string `json:"postgres" enum:"ok,down" example:"ok"`
+	Redis    string `json:"redis" enum:"ok,down" example:"ok"`
+	Temporal string `json:"temporal" enum:"ok,down" example:"ok"`
+}
+
+// Liveness is the answer of /healthz. (Named so, not after the operation:
+// generators name their wrapper of an operation's answers
+// <OperationId>Response, HealthzResponse here.)
+type Liveness struct {
+	Status string `json:"status" enum:"ok" example:"ok"`
 }
 
 func (s *Server) registerHealth() {
 	huma.Register(s.api, huma.Operation{
 		OperationID: "healthz", Method: http.MethodGet, Path: "/healthz",
 		Summary: "Liveness: the process is up", Tags: []string{"health"},
-	}, func(ctx context.Context, _ *struct{}) (*struct {
-		Body struct {
-			Status string `json:"status"`
-		}
-	}, error) {
-		out := &struct {
-			Body struct {
-				Status string `json:"status"`
-			}
-		}{}
-		out.Body.Status = "ok"
-		return out, nil
+		Security: public, Responses: s.problems(),
+	}, func(ctx context.Context, _ *struct{}) (*struct{ Body Liveness }, error) {
+		return &struct{ Body Liveness }{Liveness{Status: "ok"}}, nil
 	})
 
+	readiness := s.api.OpenAPI().Components.Schemas.Schema(reflect.TypeFor[Readiness](), true, "Readiness")
+	readyz := s.problems()
+	readyz["503"] = &huma.Response{
+		Description: "A dependency is down: the body says which.",
+		Content:     map[string]*huma.MediaType{"application/json": {Schema: readiness}},
+	}
 	huma.Register(s.api, huma.Operation{
 		OperationID: "readyz", Method: http.MethodGet, Path: "/readyz",
 		Summary: "Readiness: Postgres, Redis and Temporal reachable", Tags: []string{"health"},
 		Description: "200 when all three answer, 503 otherwise; the body says which one is down.",
-		Responses:   map[string]*huma.Response{"503": {Description: "A dependency is down."}},
+		Security:    public, Responses: readyz,
 	}, func(ctx context.Context, _ *struct{}) (*struct {
 		Status int
 		Body   Readiness
@@ -82,15 +87,16 @@ func (s *Server) readiness(ctx context.Context) Readiness {
 
 // Info tells clients how this deployment is set up.
 type Info struct {
-	TemporalUIURL     string `json:"temporal_ui_url" doc:"Base URL of the Temporal Web UI; empty if not configured."`
-	TemporalNamespace string `json:"temporal_namespace"`
-	DevMode           bool   `json:"dev_mode" doc:"Whether POST /v1/dev/token is available."`
+	TemporalUIURL     string `json:"temporal_ui_url" doc:"Base URL of the Temporal Web UI, where an order's workflow can be looked at; empty if the deployment has none."`
+	TemporalNamespace string `json:"temporal_namespace" doc:"The Temporal namespace of the orders' workflows."`
+	DevMode           bool   `json:"dev_mode" doc:"Whether POST /v1/dev/token is available (dev mode only)."`
 }
 
 func (s *Server) registerInfo() {
 	huma.Register(s.api, huma.Operation{
 		OperationID: "info", Method: http.MethodGet, Path: "/v1/info",
 		Summary: "Deployment facts for clients (Temporal Web UI link, dev mode)", Tags: []string{"health"},
+		Security: public, Responses: s.problems(),
 	}, func(ctx context.Context, _ *struct{}) (*struct{ Body Info }, error) {
 		ns := s.cfg.TemporalNamespace
 		if ns == "" {

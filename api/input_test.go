@@ -47,9 +47,12 @@ func TestBadInputChangesNothing(t *testing.T) {
 		}
 	}
 	for name, path := range map[string]string{
-		"non-numeric sale": "/v1/sales/abc/orders",
-		"negative sale":    "/v1/sales/-1/orders",
-		"huge sale id":     "/v1/sales/99999999999999999999999/orders",
+		"non-numeric sale":    "/v1/sales/abc/orders",
+		"negative sale":       "/v1/sales/-1/orders",
+		"huge sale id":        "/v1/sales/99999999999999999999999/orders",
+		"zero sale":           "/v1/sales/0/orders",
+		"sale id past 2^63":   "/v1/sales/9999999999999999999/orders",
+		"order id not digits": "/v1/orders/1e3/pay",
 	} {
 		if r := s.do("POST", path, s.token("u", auth.RoleBuyer), nil); r.status != http.StatusUnprocessableEntity {
 			t.Errorf("%s: %d %s, want 422", name, r.status, r.body)

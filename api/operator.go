@@ -43,9 +43,13 @@ func (s *Server) registerOperator() {
 		Description: "Purchases answer ENDED from now on; orders already admitted go on to their end. Ending an ended sale changes nothing. A sale that has not opened yet never opens.",
 		Tags:        []string{"sales"}, Security: bearer, Metadata: map[string]any{adminOnly: true},
 		MaxBodyBytes: 1 << 10,
-		Errors:       []int{401, 403, 404, 422, 503},
+		Responses:    s.problems(errNoToken, errAdminsOnly, errNoSale, errInvalid, errUnavailable),
 	}, func(ctx context.Context, in *saleIDPath) (*saleOutput, error) {
-		sl, err := s.endSale(ctx, in.ID)
+		id, err := parseID(in.ID)
+		if err != nil {
+			return nil, err
+		}
+		sl, err := s.endSale(ctx, id)
 		if err != nil {
 			return nil, toHTTP(ctx, err)
 		}
@@ -58,12 +62,16 @@ func (s *Server) registerOperator() {
 		Description: "The database gets the units first, then Redis, which puts them on sale at once: buyers refused as sold out may buy again. A sale that has ended (or was cancelled) answers 409 ENDED.",
 		Tags:        []string{"sales"}, Security: bearer, Metadata: map[string]any{adminOnly: true},
 		MaxBodyBytes: 1 << 10,
-		Errors:       []int{400, 401, 403, 404, 409, 413, 422, 503},
+		Responses:    s.problems(errMalformed, errNoToken, errAdminsOnly, errNoSale, errEnded, errTooLarge, errInvalid, errUnavailable),
 	}, func(ctx context.Context, in *struct {
-		ID   int64 `path:"id" minimum:"1" doc:"Sale id."`
+		ID   string `path:"id" pattern:"^[0-9]+$" maxLength:"19" example:"7262577180163178496" doc:"The sale's id, as in the id of a sale."`
 		Body wire.AddUnitsBody
 	}) (*saleOutput, error) {
-		sl, err := s.addUnits(ctx, in.ID, in.Body.Units)
+		id, err := parseID(in.ID)
+		if err != nil {
+			return nil, err
+		}
+		sl, err := s.addUnits(ctx, id, in.Body.Units)
 		if err != nil {
 			return nil, toHTTP(ctx, err)
 		}
@@ -73,12 +81,16 @@ func (s *Server) registerOperator() {
 	huma.Register(s.api, huma.Operation{
 		OperationID: "cancel-sale", Method: http.MethodPost, Path: "/v1/sales/{id}/cancel",
 		Summary:     "Cancel a sale (admin)",
-		Description: "Ends the sale now and cancels every order of it that is not paid, each through its own workflow, in the background: the answer is 202 with the sale, and GET /v1/sales/{id}/stats shows the progress (`cancelling`, `open_orders`). Paid orders stand. Cancelling a cancelled sale resumes its cancellation.",
+		Description: "Ends the sale now and cancels every order of it that is not paid, each through its own workflow, in the background: the answer is 202 with the sale, and `GET /v1/sales/{id}/stats` shows the progress (`cancelling`, `open_orders`). Paid orders stand. Cancelling a cancelled sale resumes its cancellation.",
 		Tags:        []string{"sales"}, Security: bearer, Metadata: map[string]any{adminOnly: true},
 		DefaultStatus: http.StatusAccepted, MaxBodyBytes: 1 << 10,
-		Errors: []int{401, 403, 404, 422, 503},
+		Responses: s.problems(errNoToken, errAdminsOnly, errNoSale, errInvalid, errUnavailable),
 	}, func(ctx context.Context, in *saleIDPath) (*cancelOutput, error) {
-		sl, err := s.cancelSale(ctx, in.ID)
+		id, err := parseID(in.ID)
+		if err != nil {
+			return nil, err
+		}
+		sl, err := s.cancelSale(ctx, id)
 		if err != nil {
 			return nil, toHTTP(ctx, err)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"reflect"
 	"strconv"
 	"time"
 
@@ -15,17 +16,21 @@ import (
 	"github.com/seckill/seckill/orders"
 )
 
+// purchaseInput repeats saleIDPath's field: huma reads no parameter from
+// an embedded struct.
 type purchaseInput struct {
-	ID             int64  `path:"id" minimum:"1" doc:"Sale id."`
-	IdempotencyKey string `header:"Idempotency-Key" maxLength:"128" doc:"Retrying with the same key returns the same order as a success."`
+	ID             string `path:"id" pattern:"^[0-9]+$" maxLength:"19" example:"7262577180163178496" doc:"The sale's id, as in the id of a sale."`
+	IdempotencyKey string `header:"Idempotency-Key" maxLength:"128" doc:"A key of the client's choosing: a retry with the same key answers the same order again (202), where a retry without it would answer ALREADY_PURCHASED."`
 }
 
 type purchaseOutput struct {
 	Body wire.Purchase
 }
 
+// orderIDPath is an order's id in a path: a string of digits, like the
+// `order_id` of a purchase and the `id` of an order.
 type orderIDPath struct {
-	ID int64 `path:"id" minimum:"1" doc:"Order id."`
+	ID string `path:"id" pattern:"^[0-9]+$" maxLength:"19" example:"7262577203974242304" doc:"The order's id, as in the order_id of a purchase or the id of an order."`
 }
 
 type orderOutput struct {
@@ -34,7 +39,7 @@ type orderOutput struct {
 }
 
 type listOrdersInput struct {
-	Limit int `query:"limit" minimum:"1" maximum:"200" default:"50"`
+	Limit int `query:"limit" minimum:"1" maximum:"200" default:"50" doc:"At most this many orders."`
 }
 
 type listOrdersOutput struct {
@@ -45,23 +50,26 @@ func (s *Server) registerOrders() {
 	huma.Register(s.api, huma.Operation{
 		OperationID: "purchase", Method: http.MethodPost, Path: "/v1/sales/{id}/orders",
 		Summary:     "Buy one unit",
-		Description: "Admits the buyer in one atomic Redis step and answers at once; the order's workflow then deducts the stock and writes the order. The result also arrives on the websocket.",
+		Description: "Admits or refuses the buyer at once. Admitted, the answer is 202 with the order, PENDING; the order then becomes AWAITING_PAYMENT (or FAILED) in the background: read it with GET /v1/orders/{id}, or follow it on the websocket. A buyer holds at most one unit of a sale: buying again answers 409 ALREADY_PURCHASED with the order in `order_id`.",
 		Tags:        []string{"orders"}, Security: bearer,
 		DefaultStatus: http.StatusAccepted, MaxBodyBytes: 1 << 10,
-		Errors:   []int{401, 404, 409, 422, 429, 503},
+		Responses: s.problems(errNoToken, errNoSale, errSoldOut, errNotStarted, errEnded, errAlreadyPurchased,
+			errInvalid, errRateLimited, errUnavailable, errOverloaded),
 		Metadata: map[string]any{shedAbove: true},
 	}, s.purchase)
 
 	huma.Register(s.api, huma.Operation{
 		OperationID: "get-order", Method: http.MethodGet, Path: "/v1/orders/{id}",
 		Summary: "Get one of your orders", Tags: []string{"orders"}, Security: bearer,
-		Errors: []int{401, 404, 422, 503},
+		Description: "A PENDING order waiting for its turn carries its place in the sale's line (`queue_position`) and an estimate of the wait (`eta_seconds`).",
+		Responses:   s.problems(errNoToken, errNoOrder, errInvalid, errUnavailable),
 	}, s.getOrder)
 
 	huma.Register(s.api, huma.Operation{
 		OperationID: "list-orders", Method: http.MethodGet, Path: "/v1/orders",
 		Summary: "List your orders, newest first", Tags: []string{"orders"}, Security: bearer,
-		Errors: []int{401, 422, 503},
+		Description: "The orders of the last year.",
+		Responses:   s.problems(errNoToken, errInvalid, errUnavailable),
 	}, s.listOrders)
 
 	huma.Register(s.api, huma.Operation{
@@ -69,7 +77,8 @@ func (s *Server) registerOrders() {
 		Summary:     "Pay an order awaiting payment",
 		Description: "Answers 200 with the order once the payment is recorded, or 202 if the order's workflow accepted the payment but has not recorded it within a few seconds (it will: an accepted payment is final). A payment the order's state does not allow (it expired, was cancelled, or is still being placed) answers 409 INVALID_STATE with the order's status in `order_status`.",
 		Tags:        []string{"orders"}, Security: bearer, MaxBodyBytes: 1 << 10,
-		Errors: []int{401, 404, 409, 422, 503},
+		Responses: s.withAccepted("The payment is accepted and final, but not recorded yet: the order becomes PAID in a moment.",
+			s.problems(errNoToken, errNoOrder, errPayRefused, errInvalid, errUnavailable, errNotConfirmed)),
 	}, s.payOrder)
 
 	huma.Register(s.api, huma.Operation{
@@ -77,16 +86,32 @@ func (s *Server) registerOrders() {
 		Summary:     "Cancel an order awaiting payment",
 		Description: "The unit goes back on sale. Answers 200 once cancelled, or 202 if the order's workflow accepted the cancel but has not recorded it within a few seconds (it will). A cancel the order's state does not allow (it was paid, expired, or is still being placed) answers 409 INVALID_STATE with the order's status in `order_status`.",
 		Tags:        []string{"orders"}, Security: bearer, MaxBodyBytes: 1 << 10,
-		Errors: []int{401, 404, 409, 422, 503},
+		Responses: s.withAccepted("The cancel is accepted, but not recorded yet: the order becomes CANCELLED in a moment.",
+			s.problems(errNoToken, errNoOrder, errCancelRefused, errInvalid, errUnavailable, errNotConfirmed)),
 	}, s.cancelOwnOrder)
+}
+
+// withAccepted documents the 202 of pay and cancel beside their 200: both
+// carry the order.
+func (s *Server) withAccepted(description string, responses map[string]*huma.Response) map[string]*huma.Response {
+	order := s.api.OpenAPI().Components.Schemas.Schema(reflect.TypeFor[wire.Order](), true, "Order")
+	responses["202"] = &huma.Response{
+		Description: description,
+		Content:     map[string]*huma.MediaType{"application/json": {Schema: order}},
+	}
+	return responses
 }
 
 // purchase admits the buyer (orders.Purchase) and counts the answer.
 func (s *Server) purchase(ctx context.Context, in *purchaseInput) (*purchaseOutput, error) {
 	start := time.Now()
 	user := userFrom(ctx).ID
+	saleID, err := parseID(in.ID)
+	if err != nil {
+		return nil, err
+	}
 	id, err := s.orders.Purchase(ctx, orders.PurchaseRequest{
-		SaleID: in.ID, UserID: user, ClientIP: ipFrom(ctx), IdempotencyKey: in.IdempotencyKey,
+		SaleID: saleID, UserID: user, ClientIP: ipFrom(ctx), IdempotencyKey: in.IdempotencyKey,
 	})
 	if errors.Is(err, orderid.ErrUnfenced) {
 		s.metrics.unfenced.Inc()
@@ -97,14 +122,18 @@ func (s *Server) purchase(ctx context.Context, in *purchaseInput) (*purchaseOutp
 	}
 	// The buyer's sockets here get the order's place in line from the next
 	// refresh on (no Redis command: docs/design.md §6.3).
-	s.hub.Waiting(domain.NewEvent(id, in.ID, user, domain.StatusPending, "", orderid.Time(id)))
+	s.hub.Waiting(domain.NewEvent(id, saleID, user, domain.StatusPending, "", orderid.Time(id)))
 	return &purchaseOutput{wire.Purchase{
 		OrderID: strconv.FormatInt(id, 10), Status: domain.StatusPending, WorkflowID: domain.WorkflowID(id),
 	}}, nil
 }
 
 func (s *Server) getOrder(ctx context.Context, in *orderIDPath) (*orderOutput, error) {
-	o, err := s.orders.Get(ctx, userFrom(ctx), in.ID)
+	id, err := parseID(in.ID)
+	if err != nil {
+		return nil, err
+	}
+	o, err := s.orders.Get(ctx, userFrom(ctx), id)
 	if err != nil {
 		return nil, toHTTP(ctx, err)
 	}
@@ -124,12 +153,20 @@ func (s *Server) listOrders(ctx context.Context, in *listOrdersInput) (*listOrde
 }
 
 func (s *Server) payOrder(ctx context.Context, in *orderIDPath) (*orderOutput, error) {
-	o, err := s.orders.Pay(ctx, userFrom(ctx), in.ID)
+	id, err := parseID(in.ID)
+	if err != nil {
+		return nil, err
+	}
+	o, err := s.orders.Pay(ctx, userFrom(ctx), id)
 	return outcome(ctx, o, err)
 }
 
 func (s *Server) cancelOwnOrder(ctx context.Context, in *orderIDPath) (*orderOutput, error) {
-	o, err := s.orders.Cancel(ctx, userFrom(ctx), in.ID)
+	id, err := parseID(in.ID)
+	if err != nil {
+		return nil, err
+	}
+	o, err := s.orders.Cancel(ctx, userFrom(ctx), id)
 	return outcome(ctx, o, err)
 }
 

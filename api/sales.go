@@ -18,8 +18,11 @@ import (
 	"github.com/seckill/seckill/workflows"
 )
 
+// saleIDPath is a sale's id in a path: a string of digits, like the
+// sale's `id` in bodies, so a client passes on the id it read without a
+// cast (numbers as such are digits too).
 type saleIDPath struct {
-	ID int64 `path:"id" minimum:"1" doc:"Sale id."`
+	ID string `path:"id" pattern:"^[0-9]+$" maxLength:"19" example:"7262577180163178496" doc:"The sale's id, as in the id of a sale."`
 }
 
 type saleOutput struct {
@@ -30,9 +33,10 @@ func (s *Server) registerSales() {
 	huma.Register(s.api, huma.Operation{
 		OperationID: "create-sale", Method: http.MethodPost, Path: "/v1/sales",
 		Summary: "Create a sale (admin)", Tags: []string{"sales"},
-		Security: bearer, Metadata: map[string]any{adminOnly: true},
+		Description: "Buyers may buy from `starts_at` until `ends_at`, one unit each, until the stock is gone.",
+		Security:    bearer, Metadata: map[string]any{adminOnly: true},
 		DefaultStatus: http.StatusCreated, MaxBodyBytes: 16 << 10,
-		Errors: []int{400, 401, 403, 413, 422, 503},
+		Responses: s.problems(errMalformed, errNoToken, errAdminsOnly, errTooLarge, errInvalid, errUnavailable),
 	}, func(ctx context.Context, in *struct{ Body wire.CreateSaleBody }) (*saleOutput, error) {
 		sl, err := s.deps.Store.CreateSale(ctx, store.NewSale{
 			Name: in.Body.Name, PriceCents: in.Body.PriceCents, Stock: in.Body.Stock,
@@ -50,9 +54,10 @@ func (s *Server) registerSales() {
 	huma.Register(s.api, huma.Operation{
 		OperationID: "list-sales", Method: http.MethodGet, Path: "/v1/sales",
 		Summary: "List sales, newest first", Tags: []string{"sales"},
-		Errors: []int{422, 503},
+		Security:  public,
+		Responses: s.problems(errInvalid, errUnavailable),
 	}, func(ctx context.Context, in *struct {
-		Limit int `query:"limit" minimum:"1" maximum:"200" default:"50"`
+		Limit int `query:"limit" minimum:"1" maximum:"200" default:"50" doc:"At most this many sales."`
 	}) (*struct{ Body []wire.Sale }, error) {
 		sales, err := s.deps.Store.Sales(ctx, in.Limit)
 		if err != nil {
@@ -68,9 +73,14 @@ func (s *Server) registerSales() {
 	huma.Register(s.api, huma.Operation{
 		OperationID: "get-sale", Method: http.MethodGet, Path: "/v1/sales/{id}",
 		Summary: "Get a sale with its live remaining stock", Tags: []string{"sales"},
-		Errors: []int{404, 422, 503},
+		Security:  public,
+		Responses: s.problems(errNoSale, errInvalid, errUnavailable),
 	}, func(ctx context.Context, in *saleIDPath) (*saleOutput, error) {
-		sl, err := s.deps.Store.Sale(ctx, in.ID)
+		id, err := parseID(in.ID)
+		if err != nil {
+			return nil, err
+		}
+		sl, err := s.deps.Store.Sale(ctx, id)
 		if err != nil {
 			return nil, toHTTP(ctx, notFoundOr(err))
 		}
@@ -80,10 +90,15 @@ func (s *Server) registerSales() {
 	huma.Register(s.api, huma.Operation{
 		OperationID: "sale-stats", Method: http.MethodGet, Path: "/v1/sales/{id}/stats",
 		Summary: "Sale statistics (admin)", Tags: []string{"sales"},
-		Security: bearer, Metadata: map[string]any{adminOnly: true},
-		Errors: []int{401, 403, 404, 422, 503},
+		Description: "Orders by status, the stock in the database and in Redis, and the orders admitted but not started yet.",
+		Security:    bearer, Metadata: map[string]any{adminOnly: true},
+		Responses: s.problems(errNoToken, errAdminsOnly, errNoSale, errInvalid, errUnavailable),
 	}, func(ctx context.Context, in *saleIDPath) (*struct{ Body wire.SaleStats }, error) {
-		st, err := s.stats(ctx, in.ID)
+		id, err := parseID(in.ID)
+		if err != nil {
+			return nil, err
+		}
+		st, err := s.stats(ctx, id)
 		if err != nil {
 			return nil, toHTTP(ctx, err)
 		}

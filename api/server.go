@@ -180,11 +180,8 @@ func New(cfg Config, deps Deps) *Server {
 	s.metrics = newMetrics(s.reg, s)
 
 	hc := huma.DefaultConfig("seckill", "1.0.0")
-	hc.Info.Description = "Flash-sale orders: admission in Redis, one durable Temporal workflow per order, results over a websocket."
 	hc.CreateHooks = nil // no $schema fields: the wire format is exactly the documented one
-	hc.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
-		"bearer": {Type: "http", Scheme: "bearer", BearerFormat: "JWT"},
-	}
+	describe(&hc)
 	s.api = humago.New(s.mux, hc)
 	s.api.UseMiddleware(s.shed, s.authenticate)
 	s.registerSales()

@@ -22,7 +22,7 @@ type CreateSaleBody struct {
 	EndsAt     time.Time `json:"ends_at" doc:"When buying closes (RFC 3339); after starts_at."`
 	// PaymentTimeoutSeconds is optional: 0 (absent) takes the server's
 	// --payment-timeout.
-	PaymentTimeoutSeconds int `json:"payment_timeout_seconds,omitempty" minimum:"10" maximum:"86400" doc:"How long a buyer has to pay, in seconds (default: the server's --payment-timeout)."`
+	PaymentTimeoutSeconds int `json:"payment_timeout_seconds,omitempty" minimum:"10" maximum:"86400" doc:"How long a buyer has to pay, in seconds; absent: the deployment's default."`
 }
 
 // Resolve checks what the schema cannot: the window's order.
@@ -38,14 +38,14 @@ func (b *CreateSaleBody) Resolve(huma.Context) []error {
 
 // AddUnitsBody is what an operator sends to add units to a sale.
 type AddUnitsBody struct {
-	Units int `json:"units" minimum:"1" maximum:"1000000" doc:"Units to add to the sale's stock (at most store.MaxAddUnits)."`
+	Units int `json:"units" minimum:"1" maximum:"1000000" doc:"Units to add to the sale's stock, at most a million at once."`
 }
 
 // Sale is a sale on the wire.
 type Sale struct {
-	ID         string    `json:"id" example:"1"`
+	ID         string    `json:"id" pattern:"^[0-9]+$" example:"7262577180163178496" doc:"The sale's id: digits, a 64-bit integer too large for JavaScript's numbers."`
 	Name       string    `json:"name"`
-	PriceCents int64     `json:"price_cents"`
+	PriceCents int64     `json:"price_cents" doc:"Price in cents."`
 	Stock      int       `json:"stock" doc:"Units put on sale."`
 	Remaining  int       `json:"remaining" doc:"Units still available (live, from Redis)."`
 	State      string    `json:"state" enum:"upcoming,active,sold_out,ended,cancelled" doc:"cancelled: an operator cancelled the sale (it has ended, and its unpaid orders are cancelled)."`
@@ -58,27 +58,27 @@ type Sale struct {
 
 // SaleStats is the operator's view of a sale.
 type SaleStats struct {
-	SaleID         string         `json:"sale_id"`
-	Stock          int            `json:"stock"`
-	DBStock        int            `json:"db_stock" doc:"Units left in Postgres (the source of truth)."`
+	SaleID         string         `json:"sale_id" pattern:"^[0-9]+$" example:"7262577180163178496"`
+	Stock          int            `json:"stock" doc:"Units put on sale."`
+	DBStock        int            `json:"db_stock" doc:"Units left in the database (the source of truth)."`
 	RedisRemaining int            `json:"redis_remaining" doc:"Units Redis may still admit."`
 	RedisBuyers    int64          `json:"redis_buyers" doc:"Buyers holding a unit in Redis."`
 	RelayBacklog   int64          `json:"relay_backlog" doc:"Admitted orders whose workflow has not started yet."`
-	Pending        int64          `json:"pending" doc:"Admitted orders without an order row yet."`
-	Orders         map[string]int `json:"orders" doc:"Order rows by status."`
-	OpenOrders     int64          `json:"open_orders" doc:"Orders neither final nor paid: PENDING and AWAITING_PAYMENT rows plus admitted orders without a row."`
+	Pending        int64          `json:"pending" doc:"Admitted orders not written to the database yet."`
+	Orders         map[string]int `json:"orders" doc:"Orders written to the database, by status (PENDING, AWAITING_PAYMENT, ...)."`
+	OpenOrders     int64          `json:"open_orders" doc:"Orders neither final nor paid: PENDING and AWAITING_PAYMENT ones, written or not yet."`
 	Cancelling     bool           `json:"cancelling" doc:"The sale was cancelled and its open orders are still being cancelled."`
 }
 
 // Order is an order on the wire.
 type Order struct {
-	ID          string        `json:"id"`
-	SaleID      string        `json:"sale_id"`
-	UserID      string        `json:"user_id"`
+	ID          string        `json:"id" pattern:"^[0-9]+$" example:"7262577203974242304" doc:"The order's id: digits, a 64-bit integer too large for JavaScript's numbers."`
+	SaleID      string        `json:"sale_id" pattern:"^[0-9]+$" example:"7262577180163178496"`
+	UserID      string        `json:"user_id" doc:"The buyer (the token's subject)."`
 	Status      domain.Status `json:"status" enum:"PENDING,AWAITING_PAYMENT,PAID,CANCELLED,EXPIRED,FAILED"`
-	Reason      string        `json:"reason"`
+	Reason      string        `json:"reason" doc:"Why the order ended as it did (FAILED, CANCELLED, EXPIRED); empty otherwise."`
 	AmountCents int64         `json:"amount_cents"`
-	WorkflowID  string        `json:"workflow_id"`
+	WorkflowID  string        `json:"workflow_id" doc:"The id of the order's Temporal workflow, for the Temporal Web UI."`
 	CreatedAt   time.Time     `json:"created_at"`
 	UpdatedAt   time.Time     `json:"updated_at"`
 	// QueuePosition and ETASeconds are set only for a PENDING order still
@@ -90,8 +90,8 @@ type Order struct {
 // Purchase is the answer to a purchase: the buyer's order, PENDING until
 // its workflow has written it.
 type Purchase struct {
-	OrderID    string        `json:"order_id"`
-	Status     domain.Status `json:"status"`
+	OrderID    string        `json:"order_id" pattern:"^[0-9]+$" example:"7262577203974242304" doc:"The order's id, to pass on as is to GET /v1/orders/{id}."`
+	Status     domain.Status `json:"status" enum:"PENDING,AWAITING_PAYMENT,PAID,CANCELLED,EXPIRED,FAILED" doc:"PENDING: the order's workflow has yet to confirm it."`
 	WorkflowID string        `json:"workflow_id"`
 }
 
@@ -99,13 +99,13 @@ type Purchase struct {
 // code, the field clients branch on.
 type Problem struct {
 	huma.ErrorModel
-	Code    string `json:"code" doc:"Stable machine-readable error code." example:"SOLD_OUT"`
-	OrderID string `json:"order_id,omitempty" doc:"With ALREADY_PURCHASED: the buyer's existing order."`
+	Code    string `json:"code" enum:"BAD_REQUEST,VALIDATION_FAILED,UNAUTHORIZED,FORBIDDEN,NOT_FOUND,SOLD_OUT,NOT_STARTED,ENDED,ALREADY_PURCHASED,INVALID_STATE,BODY_TOO_LARGE,RATE_LIMITED,UNAVAILABLE,INTERNAL" doc:"Stable machine-readable error code, the value to branch on." example:"SOLD_OUT"`
+	OrderID string `json:"order_id,omitempty" pattern:"^[0-9]+$" example:"7262577203974242304" doc:"With ALREADY_PURCHASED: the buyer's existing order."`
 	// OrderStatus is named so because `status` is the HTTP status (RFC 9457).
 	OrderStatus domain.Status `json:"order_status,omitempty" doc:"With INVALID_STATE: the order's actual status (for a pay that lost to the timer, EXPIRED)." enum:"PENDING,AWAITING_PAYMENT,PAID,CANCELLED,EXPIRED,FAILED"`
 }
 
-// Problem codes.
+// Problem codes: the enum of Problem.Code (a test keeps the two equal).
 const (
 	CodeBadRequest       = "BAD_REQUEST"
 	CodeValidation       = "VALIDATION_FAILED"
@@ -122,3 +122,9 @@ const (
 	CodeUnavailable      = "UNAVAILABLE"
 	CodeInternal         = "INTERNAL"
 )
+
+// Codes are all the problem codes.
+var Codes = []string{
+	CodeBadRequest, CodeValidation, CodeUnauthorized, CodeForbidden, CodeNotFound, CodeSoldOut, CodeNotStarted,
+	CodeEnded, CodeAlreadyPurchased, CodeInvalidState, CodeTooLarge, CodeRateLimited, CodeUnavailable, CodeInternal,
+}
