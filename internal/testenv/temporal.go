@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -65,15 +67,42 @@ func moduleRoot() (string, error) {
 	return filepath.Dir(strings.TrimSpace(string(out))), nil
 }
 
-// FreePort returns a TCP port on loopback that was free a moment ago.
+// FreePort returns a TCP port on loopback for a server the test starts
+// later, reserved for the test's life. A port the kernel hands out for
+// ":0" is in the ephemeral range, where any outgoing connection of any
+// process on the machine can take it before the server binds it (CI saw
+// it). So the port is drawn from below that range, is free when drawn, and
+// is claimed by an flock on a file in the temporary directory, which the
+// other test processes of the run respect and which ends with the test
+// (or its process).
 func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+	dir := filepath.Join(os.TempDir(), "seckill-test-ports")
+	if err := os.MkdirAll(dir, 0o777); err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	const low, high = 20000, 32768 // below Linux's default ip_local_port_range
+	for range 1000 {
+		port := low + rand.IntN(high-low)
+		f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(port)), os.O_CREATE|os.O_RDWR, 0o666)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+			f.Close() // another test holds it
+			continue
+		}
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			f.Close() // something outside the tests listens there
+			continue
+		}
+		l.Close()
+		t.Cleanup(func() { f.Close() })
+		return port
+	}
+	t.Fatal("no free port on loopback below the ephemeral range")
+	return 0
 }
 
 // Temporal is a Temporal dev server running as a child process, so a test
