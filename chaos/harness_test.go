@@ -61,15 +61,28 @@ func start(t *testing.T, s setup) *cluster {
 	if len(s.apiEnv) == 0 {
 		s.apiEnv = [][]string{nil}
 	}
-	for i, extra := range s.apiEnv {
-		port := testenv.FreePort(t)
-		env := append(append([]string{}, c.Env...), fmt.Sprintf("SECKILL_HTTP_ADDR=127.0.0.1:%d", port))
-		c.procs[fmt.Sprintf("api-%d", i)] = testenv.Run(t, fmt.Sprintf("api-%d", i), append(env, extra...), "serve")
-		url := fmt.Sprintf("http://127.0.0.1:%d", port)
-		testenv.WaitHTTP(t, url+"/healthz", time.Minute)
-		c.apis = append(c.apis, url)
+	for _, extra := range s.apiEnv {
+		c.startAPI(extra)
 	}
 	return c
+}
+
+// startAPI starts one more api, api-N, with extra environment, and adds its
+// base URL to c.apis once it answers.
+func (c *cluster) startAPI(extra []string) string {
+	c.t.Helper()
+	port := testenv.FreePort(c.t)
+	env := append(append([]string{}, c.Env...), fmt.Sprintf("SECKILL_HTTP_ADDR=127.0.0.1:%d", port))
+	c.mu.Lock()
+	name := fmt.Sprintf("api-%d", len(c.apis))
+	c.procs[name] = testenv.Run(c.t, name, append(env, extra...), "serve")
+	c.mu.Unlock()
+	url := fmt.Sprintf("http://127.0.0.1:%d", port)
+	testenv.WaitHTTP(c.t, url+"/healthz", time.Minute)
+	c.mu.Lock()
+	c.apis = append(c.apis, url)
+	c.mu.Unlock()
+	return url
 }
 
 // seckill runs a one-shot command.
