@@ -133,6 +133,16 @@ var (
 		e.header = "Retry-After"
 		return e
 	}()
+	errUnconfirmed = func() problemExample {
+		e := example("unconfirmed", "The purchase may or may not have been taken (Redis did not answer, or no replica confirmed it in time, "+
+			"so a failover could lose it): retry after `Retry-After` seconds with the same `Idempotency-Key`, which answers 202 with `order_id` "+
+			"if the unit is held, or admits the buyer anew if it was lost",
+			http.StatusServiceUnavailable, wire.CodeUnconfirmed,
+			"the purchase was not confirmed: it may or may not have been taken; retry with the same Idempotency-Key to learn which")
+		e.p.OrderID = "7262577203974242304"
+		e.header = "Retry-After"
+		return e
+	}()
 	errNotConfirmed = example("not-confirmed", "The order's workflow did not confirm in time: the change may still happen, so read the order before retrying",
 		http.StatusServiceUnavailable, wire.CodeUnavailable,
 		"the order's workflow did not confirm the request in time; it may still take effect, so read the order before retrying")

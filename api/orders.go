@@ -54,7 +54,7 @@ func (s *Server) registerOrders() {
 		Tags:        []string{"orders"}, Security: bearer,
 		DefaultStatus: http.StatusAccepted, MaxBodyBytes: 1 << 10,
 		Responses: s.problems(errNoToken, errNoSale, errSoldOut, errNotStarted, errEnded, errAlreadyPurchased,
-			errInvalid, errRateLimited, errUnavailable, errOverloaded),
+			errInvalid, errRateLimited, errUnavailable, errOverloaded, errUnconfirmed),
 		Metadata: map[string]any{shedAbove: true},
 	}, s.purchase)
 

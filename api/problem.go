@@ -92,6 +92,11 @@ func toHTTP(ctx context.Context, err error) error {
 		return rateLimited(limited.RetryAfter)
 	}
 	p := problemFor(err)
+	if p.Code == wire.CodeUnconfirmed {
+		// Logged where it happened; the buyer retries in a second with
+		// the same Idempotency-Key.
+		return huma.ErrorWithHeaders(p, http.Header{"Retry-After": {"1"}})
+	}
 	switch {
 	case errors.Is(err, orders.ErrNotConfirmed), errors.Is(err, orders.ErrRepairPending):
 		// Logged where it happened, with the order.
@@ -141,8 +146,13 @@ func problemFor(err error) *wire.Problem {
 		return problem(http.StatusServiceUnavailable, wire.CodeUnavailable,
 			"the order's workflow did not confirm the request in time; it may still take effect, so read the order before retrying")
 	case errors.Is(err, orders.ErrUnconfirmed):
-		return problem(http.StatusServiceUnavailable, wire.CodeUnavailable,
+		p := problem(http.StatusServiceUnavailable, wire.CodeUnconfirmed,
 			"the purchase was not confirmed: it may or may not have been taken; retry with the same Idempotency-Key to learn which")
+		var unconfirmed *orders.UnconfirmedError
+		if errors.As(err, &unconfirmed) && unconfirmed.OrderID != 0 {
+			p.OrderID = strconv.FormatInt(unconfirmed.OrderID, 10)
+		}
+		return p
 	case errors.Is(err, orders.ErrRepairPending):
 		return problem(http.StatusServiceUnavailable, wire.CodeUnavailable,
 			"the order's workflow was stopped before the order ended; it is being ended now and nothing was changed: read the order in a moment")

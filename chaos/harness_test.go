@@ -43,20 +43,21 @@ type cluster struct {
 }
 
 type setup struct {
-	databaseURL string // default: a fresh test database
-	redisAddr   string // default: a test Redis database
+	databaseURL string   // default: a fresh test database
+	redisAddr   string   // default: a test Redis database
+	env         []string // more environment for every process
 	apiEnv      [][]string
 }
 
 func start(t *testing.T, s setup) *cluster {
 	t.Helper()
-	st := testenv.NewStack(t, secret, testenv.StackOptions{DatabaseURL: s.databaseURL, RedisURL: s.redisAddr, Env: []string{
+	st := testenv.NewStack(t, secret, testenv.StackOptions{DatabaseURL: s.databaseURL, RedisURL: s.redisAddr, Env: append([]string{
 		"SECKILL_METRICS_ADDR=",
 		"SECKILL_RELAY_MIN_IDLE=2s",
 		"SECKILL_RECONCILE_INTERVAL=2s",
 		"SECKILL_USER_RATE=100",
 		"SECKILL_LOG_LEVEL=warn",
-	}})
+	}, s.env...)})
 	c := &cluster{Stack: st, t: t, procs: map[string]*testenv.Process{}}
 	if len(s.apiEnv) == 0 {
 		s.apiEnv = [][]string{nil}

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/redisack"
 )
 
 // ErrNoFreeNode is returned when every node id is leased.
@@ -21,6 +23,7 @@ var ErrNoFreeNode = errors.New("orderid: all node ids are leased")
 // the background; Close gives it back.
 type Lease struct {
 	rdb    redis.UniversalClient
+	ack    redisack.Policy
 	token  string
 	ttl    time.Duration
 	cancel context.CancelFunc
@@ -77,14 +80,17 @@ end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])` + recordFloor)
 
 // LeaseNode claims a free node id in Redis for ttl and keeps it renewed
-// every ttl/3 until ctx ends or Close is called.
-func LeaseNode(ctx context.Context, rdb redis.UniversalClient, ttl time.Duration) (*Lease, error) {
+// every ttl/3 until ctx ends or Close is called. A lease and its floor
+// count only once ack's replicas hold them (docs/design.md §3.13): a
+// failover must not hand a promoted replica a node without its holder, or
+// a floor below the ids already minted.
+func LeaseNode(ctx context.Context, rdb redis.UniversalClient, ttl time.Duration, ack redisack.Policy) (*Lease, error) {
 	var b [16]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return nil, err
 	}
 	lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	l := &Lease{rdb: rdb, token: hex.EncodeToString(b[:]), ttl: ttl, cancel: cancel, done: make(chan struct{})}
+	l := &Lease{rdb: rdb, ack: ack, token: hex.EncodeToString(b[:]), ttl: ttl, cancel: cancel, done: make(chan struct{})}
 	if err := l.acquire(ctx); err != nil {
 		cancel()
 		return nil, err
@@ -104,7 +110,7 @@ func (l *Lease) acquire(ctx context.Context) error {
 		node := (start + i) % MaxNodes
 		sent := time.Now()
 		until := l.term(sent)
-		prev, err := acquireScript.Run(ctx, l.rdb, []string{nodeKey(node), floorKey(node)}, l.token, l.ttl.Milliseconds(), until).Int64()
+		prev, err := int64Reply(l.ack.Run(ctx, l.rdb, acquireScript, []string{nodeKey(node), floorKey(node)}, l.token, l.ttl.Milliseconds(), until))
 		if err != nil {
 			return fmt.Errorf("lease order id node: %w", err)
 		}
@@ -114,6 +120,15 @@ func (l *Lease) acquire(ctx context.Context) error {
 		}
 	}
 	return ErrNoFreeNode
+}
+
+// int64Reply is the integer reply of an acknowledged script run; a reply
+// replicas did not confirm is an error.
+func int64Reply(cmd *redis.Cmd, err error) (int64, error) {
+	if err != nil {
+		return 0, err
+	}
+	return cmd.Int64()
 }
 
 // term is the Unix millisecond up to which a lease confirmed by a command
@@ -157,10 +172,11 @@ func (l *Lease) renew(ctx context.Context) {
 		case <-t.C:
 			node, _, _ := l.confirmed()
 			until := l.term(time.Now())
-			prev, err := renewScript.Run(ctx, l.rdb, []string{nodeKey(node), floorKey(node)}, l.token, l.ttl.Milliseconds(), until).Int64()
+			prev, err := int64Reply(l.ack.Run(ctx, l.rdb, renewScript, []string{nodeKey(node), floorKey(node)}, l.token, l.ttl.Milliseconds(), until))
 			switch {
 			case err != nil:
-				// Minting stops by itself once the last confirmation runs out.
+				// Minting stops by itself once the last confirmation runs
+				// out; so it does when replicas did not acknowledge it.
 				if ctx.Err() == nil {
 					slog.Warn("order id lease renewal failed", "node", node, "err", err)
 				}

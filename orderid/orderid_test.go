@@ -10,6 +10,7 @@ import (
 
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/orderid"
+	"github.com/seckill/seckill/redisack"
 )
 
 func mustNext(t *testing.T, g *orderid.Generator) int64 {
@@ -83,11 +84,11 @@ func TestIDsUniqueAcrossGoroutinesAndNodes(t *testing.T) {
 func TestLeaseGivesDistinctNodes(t *testing.T) {
 	rdb, _ := testenv.Redis(t)
 	ctx := context.Background()
-	a, err := orderid.LeaseNode(ctx, rdb, time.Second)
+	a, err := orderid.LeaseNode(ctx, rdb, time.Second, redisack.Policy{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := orderid.LeaseNode(ctx, rdb, time.Second)
+	b, err := orderid.LeaseNode(ctx, rdb, time.Second, redisack.Policy{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +123,7 @@ func TestLeaseGivesDistinctNodes(t *testing.T) {
 func TestLeasedGeneratorRefusesPastItsLease(t *testing.T) {
 	rdb, _ := testenv.Redis(t)
 	ctx := context.Background()
-	l, err := orderid.LeaseNode(ctx, rdb, 3*time.Second)
+	l, err := orderid.LeaseNode(ctx, rdb, 3*time.Second, redisack.Policy{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +150,7 @@ func TestLeasedGeneratorRefusesPastItsLease(t *testing.T) {
 func TestLostLeaseMovesToAFreeNode(t *testing.T) {
 	rdb, _ := testenv.Redis(t)
 	ctx := context.Background()
-	l, err := orderid.LeaseNode(ctx, rdb, 600*time.Millisecond)
+	l, err := orderid.LeaseNode(ctx, rdb, 600*time.Millisecond, redisack.Policy{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +180,7 @@ func TestLostLeaseMovesToAFreeNode(t *testing.T) {
 func TestNextHolderNeverRepeatsAnID(t *testing.T) {
 	rdb, _ := testenv.Redis(t)
 	ctx := context.Background()
-	a, err := orderid.LeaseNode(ctx, rdb, 3*time.Second)
+	a, err := orderid.LeaseNode(ctx, rdb, 3*time.Second, redisack.Policy{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +203,7 @@ func TestNextHolderNeverRepeatsAnID(t *testing.T) {
 			}
 		}
 	}
-	b, err := orderid.LeaseNode(ctx, rdb, 3*time.Second)
+	b, err := orderid.LeaseNode(ctx, rdb, 3*time.Second, redisack.Policy{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/fault"
+	"github.com/seckill/seckill/redisack"
 	"github.com/seckill/seckill/relay"
 	"github.com/seckill/seckill/stock"
 )
@@ -46,6 +47,10 @@ func (s *Service) Purchase(ctx context.Context, req PurchaseRequest) (int64, err
 		// that the sale ended.
 		id, open, err := s.deps.Stock.Lookup(ctx, saleID, userID, idemKey)
 		switch {
+		case err == nil && !open && s.deps.Stock.Acknowledged():
+			// A retry of the winning request, to be answered only once a
+			// replica holds its reservation: the reservation below answers
+			// it again, and waits for the replicas.
 		case err == nil && !open:
 			return id, nil
 		case err == nil, errors.Is(err, domain.ErrUnknownSale):
@@ -99,8 +104,14 @@ func (s *Service) Purchase(ctx context.Context, req PurchaseRequest) (int64, err
 	case errors.Is(err, domain.ErrSoldOut):
 		s.soldOut.set(saleID)
 		return 0, err
+	case redisack.IsNotAcknowledged(err):
+		return 0, &UnconfirmedError{OrderID: id, Err: err}
 	}
-	return 0, admissionError(err)
+	if err = admissionError(err); errors.Is(err, ErrUnconfirmed) {
+		// The script may have run: if it did, the order has the minted id.
+		return 0, &UnconfirmedError{OrderID: p.OrderID, Err: err}
+	}
+	return 0, err
 }
 
 // reserve is Stock.Admit, in a span of its own when tracing is on: the
@@ -154,6 +165,24 @@ func admissionError(err error) error {
 // nothing changed. A retry with the same Idempotency-Key answers the same
 // 202 if it was taken. It is a domain.ErrUnavailable.
 var ErrUnconfirmed = fmt.Errorf("%w: Redis did not confirm the purchase", domain.ErrUnavailable)
+
+// UnconfirmedError is a purchase that may or may not hold a unit: Redis did
+// not answer its script, or its replicas did not acknowledge the
+// reservation in time (a failover may lose it). OrderID is the order the
+// buyer has if it was taken. A retry with the same Idempotency-Key answers
+// 202 with that order if the reservation stands, or admits the buyer anew
+// if it was lost; it never finds that nothing happened when something did.
+// It is an ErrUnconfirmed.
+type UnconfirmedError struct {
+	OrderID int64
+	Err     error
+}
+
+func (e *UnconfirmedError) Error() string {
+	return fmt.Sprintf("purchase not confirmed (order %d): %v", e.OrderID, e.Err)
+}
+
+func (e *UnconfirmedError) Unwrap() []error { return []error{ErrUnconfirmed, e.Err} }
 
 // mint returns a fresh order id, or unavailability wrapping
 // orderid.ErrUnfenced when this instance cannot confirm its order-id node

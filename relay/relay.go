@@ -261,12 +261,24 @@ func (r *Relay) process(ctx context.Context, batches []batch) []int {
 	}
 	if r.opts.BeforeStart != nil && len(ids) > 0 {
 		r.opts.BeforeStart(ctx, ids)
-		if ctx.Err() != nil {
+	}
+	if ctx.Err() == nil && len(ids) > 0 {
+		// Only admissions a replica holds become orders: one a failover
+		// loses must not have a workflow (docs/design.md §3.13). They stay
+		// pending and are tried again with the stream's backoff.
+		if err := r.stock.AwaitReplicas(ctx); err != nil && ctx.Err() == nil {
+			r.opts.Logger.Warn("relay: intents not yet on a replica; starting them later", "err", err)
 			for _, j := range jobs {
 				failed[j.batch]++
 			}
 			return failed
 		}
+	}
+	if ctx.Err() != nil {
+		for _, j := range jobs {
+			failed[j.batch]++
+		}
+		return failed
 	}
 	var (
 		mu     sync.Mutex

@@ -1,6 +1,7 @@
 -- admit.lua: the admission checks, shared by reserve.lua and lookup.lua so
 -- that a lookup always answers what a reservation would. It is not a script
--- of its own: stock.go prepends it to each of the two. It returns the answer
+-- of its own: stock.go prepends it to each of the two, after a line that
+-- sets rewrite_winner (true for reserve.lua). It returns the answer
 -- for a buyer who cannot be admitted, and falls through, with meta and now
 -- set, when the buyer may take a unit.
 --
@@ -40,6 +41,12 @@ end
 local existing = redis.call('HGET', KEYS[3], ARGV[1])
 if existing then
   if ARGV[3] ~= '' and redis.call('HGET', KEYS[5], ARGV[1]) == ARGV[3] then
+    if rewrite_winner then
+      -- A write of this run, so that a WAIT after it covers the
+      -- reservation answered here (redisack: a connection's WAIT counts
+      -- its own writes, and replication keeps their order).
+      redis.call('HSET', KEYS[5], ARGV[1], ARGV[3])
+    end
     return {6, existing}
   end
   return {1, existing}

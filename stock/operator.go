@@ -29,7 +29,7 @@ var (
 // that reaches Redis after End answers ENDED. It reports false, changing
 // nothing, when the sale is not loaded.
 func (s *Stock) End(ctx context.Context, saleID int64, startsAt, endsAt time.Time) (bool, error) {
-	n, err := endScript.Run(ctx, s.rdb, []string{KeysFor(saleID).Meta}, endsAt.UnixMilli(), startsAt.UnixMilli()).Int()
+	n, err := intReply(s.ack.Run(ctx, s.rdb, endScript, []string{KeysFor(saleID).Meta}, endsAt.UnixMilli(), startsAt.UnixMilli()))
 	if err != nil {
 		return false, fmt.Errorf("end sale %d: %w", saleID, err)
 	}
@@ -46,7 +46,7 @@ func (s *Stock) AddUnits(ctx context.Context, saleID int64, units, total int) (b
 		return false, fmt.Errorf("add units to sale %d: %d is not a positive count", saleID, units)
 	}
 	k := KeysFor(saleID)
-	left, err := addScript.Run(ctx, s.rdb, []string{k.Meta, k.Stock, k.Version}, units, total).Int()
+	left, err := intReply(s.ack.Run(ctx, s.rdb, addScript, []string{k.Meta, k.Stock, k.Version}, units, total))
 	if err != nil {
 		return false, fmt.Errorf("add units to sale %d: %w", saleID, err)
 	}

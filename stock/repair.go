@@ -110,8 +110,11 @@ func (s *Stock) Repair(ctx context.Context, saleID, version int64, plan RepairPl
 	for user, id := range plan.Release {
 		args = append(args, user, strconv.FormatInt(id, 10))
 	}
-	res, err := repairScript.Run(ctx, s.rdb,
-		[]string{k.Meta, k.Stock, k.Buyers, k.Idem, k.Version, k.Released}, args...).Int64Slice()
+	cmd, err := s.ack.Run(ctx, s.rdb, repairScript, []string{k.Meta, k.Stock, k.Buyers, k.Idem, k.Version, k.Released}, args...)
+	var res []int64
+	if err == nil {
+		res, err = cmd.Int64Slice()
+	}
 	if err != nil {
 		return RepairResult{}, fmt.Errorf("repair sale %d: %w", saleID, err)
 	}

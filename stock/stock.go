@@ -17,6 +17,7 @@ import (
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/fault"
+	"github.com/seckill/seckill/redisack"
 )
 
 var (
@@ -30,12 +31,15 @@ var (
 	limitSrc string
 
 	//go:embed reserve.lua
-	reserveSrc    string
-	reserveScript = redis.NewScript(limitSrc + admitSrc + reserveSrc)
+	reserveSrc string
+	// A retry of the winning request rewrites its Idempotency-Key in
+	// reserve.lua, so the acknowledgement that follows covers the
+	// reservation it answers with (admit.lua); lookup.lua writes nothing.
+	reserveScript = redis.NewScript("local rewrite_winner = true\n" + limitSrc + admitSrc + reserveSrc)
 
 	//go:embed lookup.lua
 	lookupSrc    string
-	lookupScript = redis.NewScript(admitSrc + lookupSrc)
+	lookupScript = redis.NewScript("local rewrite_winner = false\n" + admitSrc + lookupSrc)
 
 	//go:embed release.lua
 	releaseSrc    string
@@ -58,6 +62,7 @@ var (
 type Stock struct {
 	rdb   redis.UniversalClient
 	locks *redsync.Redsync
+	ack   redisack.Policy
 }
 
 // New returns a Stock. locks is the redsync instance over the independent
@@ -65,6 +70,31 @@ type Stock struct {
 func New(rdb redis.UniversalClient, locks *redsync.Redsync) *Stock {
 	return &Stock{rdb: rdb, locks: locks}
 }
+
+// Acknowledge makes every write that must survive a failover (admission,
+// warm-up, the live-sales set, operator changes) wait for p's replicas
+// (docs/design.md §3.13). Call it before the Stock is used.
+func (s *Stock) Acknowledge(p redisack.Policy) { s.ack = p }
+
+// replicatedKey is written by AwaitReplicas: a write of its own to wait for.
+const replicatedKey = "seckill:replicated"
+
+// AwaitReplicas returns once the acknowledgement policy's replicas hold
+// every write Redis had taken when it was called (nil at once without a
+// policy), or an error wrapping *redisack.NotAcknowledgedError. Redis
+// replicates one ordered stream, so a write of its own that the replicas
+// confirm confirms all before it, whichever connection made them: the
+// relay calls it before it starts the workflows of intents it has read,
+// so that an admission a failover may still lose never becomes an order.
+func (s *Stock) AwaitReplicas(ctx context.Context) error {
+	if !s.ack.On() {
+		return nil
+	}
+	return s.ack.Exec(ctx, s.rdb, func(p redis.Pipeliner) { p.Incr(ctx, replicatedKey) })
+}
+
+// Acknowledged reports whether writes wait for replicas.
+func (s *Stock) Acknowledged() bool { return s.ack.On() }
 
 // Client is the Redis client the scripts run on.
 func (s *Stock) Client() redis.UniversalClient { return s.rdb }
@@ -102,15 +132,31 @@ type Purchase struct {
 // winning request), or one of *domain.RateLimitedError (nothing was
 // read or written), domain.ErrSoldOut, ErrNotStarted, ErrEnded,
 // ErrUnknownSale (not warmed), *domain.AlreadyPurchasedError, or a
-// wrapped Redis error.
+// wrapped Redis error. With an acknowledgement policy, an admission that
+// replicas did not confirm returns its order id with an error wrapping
+// *redisack.NotAcknowledgedError: the buyer may or may not hold the unit
+// after a failover.
 func (s *Stock) Admit(ctx context.Context, p Purchase) (int64, error) {
 	rate := ""
 	if p.BuyerRate > 0 {
 		rate = strconv.Itoa(p.BuyerRate)
 	}
 	// fault: purchase.reserve, at the caller.
-	res, err := reserveScript.Run(ctx, s.rdb, append(admitKeys(p.SaleID), RateKey(p.SaleID, p.UserID)),
-		p.UserID, strconv.FormatInt(p.OrderID, 10), p.IdempotencyKey, p.Traceparent, rate).Slice()
+	cmd, err := s.ack.Run(ctx, s.rdb, reserveScript, append(admitKeys(p.SaleID), RateKey(p.SaleID, p.UserID)),
+		p.UserID, strconv.FormatInt(p.OrderID, 10), p.IdempotencyKey, p.Traceparent, rate)
+	if redisack.IsNotAcknowledged(err) {
+		res, rerr := cmd.Slice()
+		if _, id, aerr := admission("reserve", res, rerr); aerr == nil {
+			return id, fmt.Errorf("reserve: %w", err)
+		}
+		// A refusal wrote nothing worth confirming: it stands.
+		err = nil
+	}
+	if err != nil {
+		_, _, err = admission("reserve", nil, err)
+		return 0, err
+	}
+	res, err := cmd.Slice()
 	_, id, err := admission("reserve", res, err)
 	return id, err
 }
@@ -266,7 +312,7 @@ func (s *Stock) load(ctx context.Context, sale Sale) (bool, error) {
 	if err := fault.Hit(fault.WarmList); err != nil {
 		return false, err
 	}
-	n, err := warmScript.Run(ctx, s.rdb, []string{k.Meta, k.Stock, k.Buyers, k.Idem, k.Version, k.Released}, args...).Int()
+	n, err := intReply(s.ack.Run(ctx, s.rdb, warmScript, []string{k.Meta, k.Stock, k.Buyers, k.Idem, k.Version, k.Released}, args...))
 	if err != nil {
 		return false, fmt.Errorf("warm sale %d: %w", sale.ID, err)
 	}
@@ -276,10 +322,19 @@ func (s *Stock) load(ctx context.Context, sale Sale) (bool, error) {
 	return n == 1, nil
 }
 
+// intReply is the integer reply of an acknowledged script run; a reply
+// replicas did not confirm is an error.
+func intReply(cmd *redis.Cmd, err error) (int, error) {
+	if err != nil {
+		return 0, err
+	}
+	return cmd.Int()
+}
+
 // List adds the sale to the live-sales set the relay reads (SalesKey).
 func (s *Stock) List(ctx context.Context, saleID int64) error {
 	// fault: warmup.list and reconcile.list, at the callers.
-	if err := s.rdb.SAdd(ctx, SalesKey, saleID).Err(); err != nil {
+	if err := s.ack.Exec(ctx, s.rdb, func(p redis.Pipeliner) { p.SAdd(ctx, SalesKey, saleID) }); err != nil {
 		return fmt.Errorf("list sale %d: %w", saleID, err)
 	}
 	return nil

@@ -99,8 +99,8 @@ type Purchase struct {
 // code, the field clients branch on.
 type Problem struct {
 	huma.ErrorModel
-	Code    string `json:"code" enum:"BAD_REQUEST,VALIDATION_FAILED,UNAUTHORIZED,FORBIDDEN,NOT_FOUND,SOLD_OUT,NOT_STARTED,ENDED,ALREADY_PURCHASED,INVALID_STATE,BODY_TOO_LARGE,RATE_LIMITED,UNAVAILABLE,INTERNAL" doc:"Stable machine-readable error code, the value to branch on." example:"SOLD_OUT"`
-	OrderID string `json:"order_id,omitempty" pattern:"^[0-9]+$" example:"7262577203974242304" doc:"With ALREADY_PURCHASED: the buyer's existing order."`
+	Code    string `json:"code" enum:"BAD_REQUEST,VALIDATION_FAILED,UNAUTHORIZED,FORBIDDEN,NOT_FOUND,SOLD_OUT,NOT_STARTED,ENDED,ALREADY_PURCHASED,INVALID_STATE,BODY_TOO_LARGE,RATE_LIMITED,UNAVAILABLE,UNCONFIRMED,INTERNAL" doc:"Stable machine-readable error code, the value to branch on." example:"SOLD_OUT"`
+	OrderID string `json:"order_id,omitempty" pattern:"^[0-9]+$" example:"7262577203974242304" doc:"With ALREADY_PURCHASED: the buyer's existing order. With UNCONFIRMED: the order the buyer has if the purchase was taken."`
 	// OrderStatus is named so because `status` is the HTTP status (RFC 9457).
 	OrderStatus domain.Status `json:"order_status,omitempty" doc:"With INVALID_STATE: the order's actual status (for a pay that lost to the timer, EXPIRED)." enum:"PENDING,AWAITING_PAYMENT,PAID,CANCELLED,EXPIRED,FAILED"`
 }
@@ -120,11 +120,15 @@ const (
 	CodeTooLarge         = "BODY_TOO_LARGE"
 	CodeRateLimited      = "RATE_LIMITED"
 	CodeUnavailable      = "UNAVAILABLE"
-	CodeInternal         = "INTERNAL"
+	// CodeUnconfirmed: the purchase may or may not have been taken (Redis
+	// did not answer, or no replica confirmed it in time); retry with the
+	// same Idempotency-Key to learn which. Never "nothing changed".
+	CodeUnconfirmed = "UNCONFIRMED"
+	CodeInternal    = "INTERNAL"
 )
 
 // Codes are all the problem codes.
 var Codes = []string{
 	CodeBadRequest, CodeValidation, CodeUnauthorized, CodeForbidden, CodeNotFound, CodeSoldOut, CodeNotStarted,
-	CodeEnded, CodeAlreadyPurchased, CodeInvalidState, CodeTooLarge, CodeRateLimited, CodeUnavailable, CodeInternal,
+	CodeEnded, CodeAlreadyPurchased, CodeInvalidState, CodeTooLarge, CodeRateLimited, CodeUnavailable, CodeUnconfirmed, CodeInternal,
 }

@@ -128,7 +128,7 @@ func (c *ServeCmd) Run(ctx context.Context) error {
 // startAPI builds an api server on connected services and starts its
 // background work (relay, websocket hub). stop ends that work.
 func startAPI(ctx context.Context, d *deps, signer *auth.Signer, cfg api.Config) (*api.Server, func(), error) {
-	lease, err := orderid.LeaseNode(ctx, d.redis, 30*time.Second)
+	lease, err := orderid.LeaseNode(ctx, d.redis, 30*time.Second, d.ack)
 	if err != nil {
 		return nil, nil, fmt.Errorf("lease an order id node: %w", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"strings"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/seckill/seckill/push"
+	"github.com/seckill/seckill/redisack"
 	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
 	"github.com/seckill/seckill/worker"
@@ -30,11 +32,15 @@ import (
 // Services are the addresses of the real services. Commands that need
 // them embed this struct.
 type Services struct {
-	DatabaseURL       string   `name:"database-url" env:"DATABASE_URL" help:"Postgres URL (postgres://user:pass@host:5432/db?sslmode=disable), or sqlite:PATH for the embedded database."`
-	RedisAddr         string   `name:"redis-addr" env:"REDIS_ADDR" default:"127.0.0.1:6379" help:"Redis address host:port, or a redis:// URL."`
-	RedlockAddrs      []string `name:"redlock-addrs" env:"SECKILL_REDLOCK_ADDRS" sep:"," help:"Independent Redis nodes for Redlock (comma-separated); default: the main Redis only."`
-	TemporalAddress   string   `name:"temporal-address" env:"TEMPORAL_ADDRESS" default:"127.0.0.1:7233" help:"Temporal frontend host:port."`
-	TemporalNamespace string   `name:"temporal-namespace" env:"TEMPORAL_NAMESPACE" default:"default" help:"Temporal namespace."`
+	DatabaseURL       string        `name:"database-url" env:"DATABASE_URL" help:"Postgres URL (postgres://user:pass@host:5432/db?sslmode=disable), or sqlite:PATH for the embedded database."`
+	RedisAddr         string        `name:"redis-addr" env:"REDIS_ADDR" default:"127.0.0.1:6379" help:"Redis address host:port, a redis:// URL, or Sentinel's: redis://SENTINEL:26379?master_name=NAME&addr=SENTINEL2:26379&addr=... (go-redis's failover URL)."`
+	RedisSentinels    []string      `name:"redis-sentinels" env:"REDIS_SENTINELS" sep:"," help:"Sentinel addresses (comma-separated): Redis is the primary they name --redis-master, followed across failovers; --redis-addr is then unused."`
+	RedisMaster       string        `name:"redis-master" env:"REDIS_MASTER" default:"seckill" help:"The master name the Sentinels monitor."`
+	AdmitAck          string        `name:"admit-ack" env:"SECKILL_ADMIT_ACK" enum:"none,replica" default:"none" help:"replica: a purchase is answered 202, and an order-id lease, an operator change or a sale's warm-up counts, only once a Redis replica holds it (WAIT); unconfirmed purchases answer 503 UNCONFIRMED."`
+	AdmitAckTimeout   time.Duration `name:"admit-ack-timeout" env:"SECKILL_ADMIT_ACK_TIMEOUT" default:"1s" help:"How long a write waits for its replica with --admit-ack=replica."`
+	RedlockAddrs      []string      `name:"redlock-addrs" env:"SECKILL_REDLOCK_ADDRS" sep:"," help:"Independent Redis nodes for Redlock (comma-separated); default: the main Redis only."`
+	TemporalAddress   string        `name:"temporal-address" env:"TEMPORAL_ADDRESS" default:"127.0.0.1:7233" help:"Temporal frontend host:port."`
+	TemporalNamespace string        `name:"temporal-namespace" env:"TEMPORAL_NAMESPACE" default:"default" help:"Temporal namespace."`
 }
 
 // deps are the connected services.
@@ -42,6 +48,7 @@ type deps struct {
 	registry *prometheus.Registry // this process's metrics
 	store    *store.Store
 	redis    redis.UniversalClient
+	ack      redisack.Policy // what a write that must survive a failover waits for
 	lockers  []redis.UniversalClient
 	stock    *stock.Stock
 	events   *push.Publisher
@@ -72,15 +79,89 @@ func redisOptions(addr string) (*redis.Options, error) {
 }
 
 func openRedis(addr string) (*redis.Client, error) {
+	if fo, ok, err := failoverOptions(addr); ok || err != nil {
+		if err != nil {
+			return nil, fmt.Errorf("redis address %q: %w", redactURL(addr), err)
+		}
+		return openFailover(fo), nil
+	}
 	opts, err := redisOptions(addr)
 	if err != nil {
-		return nil, fmt.Errorf("redis address %q: %w", addr, err)
+		return nil, fmt.Errorf("redis address %q: %w", redactURL(addr), err)
 	}
 	// Admission runs many short scripts at once; the relay holds blocking
 	// reads too. The default pool (10 per CPU) is too small for a sale.
 	opts.PoolSize = 256
 	opts.MinIdleConns = 8
 	return redis.NewClient(opts), nil
+}
+
+// openRedisFor opens the main Redis: the primary the Sentinels name, if
+// there are Sentinels, or addr.
+func (s Services) openRedis() (*redis.Client, error) {
+	if len(s.RedisSentinels) > 0 {
+		return openFailover(&redis.FailoverOptions{MasterName: s.RedisMaster, SentinelAddrs: s.RedisSentinels}), nil
+	}
+	return openRedis(s.RedisAddr)
+}
+
+// failoverOptions parses a Sentinel URL: a redis:// URL with master_name
+// (go-redis's failover URL; the URL's user and password are the
+// Sentinels', and the primary's too unless the URL says otherwise). ok is
+// false for any other address.
+func failoverOptions(addr string) (*redis.FailoverOptions, bool, error) {
+	u, err := url.Parse(addr)
+	if err != nil || !strings.Contains(addr, "://") || !u.Query().Has("master_name") {
+		return nil, false, nil
+	}
+	fo, err := redis.ParseFailoverURL(addr)
+	if err != nil {
+		return nil, true, err
+	}
+	if fo.Password == "" {
+		fo.Username, fo.Password = fo.SentinelUsername, fo.SentinelPassword
+	}
+	return fo, true, nil
+}
+
+// openFailover is the client of the primary the Sentinels name: it asks
+// them again when the primary stops answering or they announce a
+// failover, so every process follows a promotion on its own.
+func openFailover(fo *redis.FailoverOptions) *redis.Client {
+	fo.PoolSize = 256
+	fo.MinIdleConns = 8
+	return redis.NewFailoverClient(fo)
+}
+
+// redactURL hides a URL's password, for errors and logs.
+func redactURL(addr string) string {
+	if u, err := url.Parse(addr); err == nil && u.User != nil {
+		return u.Redacted()
+	}
+	return addr
+}
+
+// ackPolicy is the acknowledgement the flags ask for, counted in reg.
+func (s Services) ackPolicy(reg prometheus.Registerer) redisack.Policy {
+	if s.AdmitAck != "replica" {
+		return redisack.Policy{}
+	}
+	waits := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "seckill_redis_ack_seconds",
+		Help:    "How long writes waited for their Redis replica (WAIT), confirmed or not: the replication lag as this process sees it.",
+		Buckets: []float64{.0005, .001, .002, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+	})
+	unconfirmed := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "seckill_redis_unacknowledged_total",
+		Help: "Writes no replica confirmed within --admit-ack-timeout (purchases among them answered 503 UNCONFIRMED).",
+	})
+	reg.MustRegister(waits, unconfirmed)
+	return redisack.Policy{Replicas: 1, Timeout: s.AdmitAckTimeout, Observe: func(d time.Duration, ok bool) {
+		waits.Observe(d.Seconds())
+		if !ok {
+			unconfirmed.Inc()
+		}
+	}}
 }
 
 // connect opens the services the command needs. Temporal is lazy: an api
@@ -97,12 +178,13 @@ func (s Services) connect(ctx context.Context, needTemporal bool, tp trace.Trace
 	if d.store, err = store.Open(ctx, s.DatabaseURL); err != nil {
 		return nil, err
 	}
-	rdb, err := openRedis(s.RedisAddr)
+	rdb, err := s.openRedis()
 	if err != nil {
 		d.Close()
 		return nil, err
 	}
 	d.redis = rdb
+	d.ack = s.ackPolicy(d.registry)
 	pools := []redsyncredis.Pool{goredis.NewPool(rdb)}
 	for _, addr := range s.RedlockAddrs {
 		l, err := openRedis(addr)
@@ -117,6 +199,7 @@ func (s Services) connect(ctx context.Context, needTemporal bool, tp trace.Trace
 		pools = pools[1:] // the listed nodes are the quorum
 	}
 	d.stock = stock.New(rdb, redsync.New(pools...))
+	d.stock.Acknowledge(d.ack)
 	d.events = push.NewPublisher(rdb)
 	d.registry.MustRegister(collectors.NewDBStatsCollector(d.store.DB(), "seckill"), redisPoolCollector(rdb))
 	if needTemporal {

@@ -20,15 +20,17 @@ type RedisServer struct {
 	port int
 	dir  string
 	aof  bool
+	args []string // more of redis-server's arguments
 	cmd  *exec.Cmd
 	done chan struct{}
 }
 
-// StartRedisServer starts redis-server on a free port.
-func StartRedisServer(t testing.TB, aof bool) *RedisServer {
+// StartRedisServer starts redis-server on a free port, with more of its
+// arguments if given.
+func StartRedisServer(t testing.TB, aof bool, args ...string) *RedisServer {
 	t.Helper()
 	RedisAddr(t) // skip or fail like every Redis-backed test
-	r := &RedisServer{t: t, port: FreePort(t), dir: t.TempDir(), aof: aof}
+	r := &RedisServer{t: t, port: FreePort(t), dir: t.TempDir(), aof: aof, args: args}
 	r.Start()
 	t.Cleanup(r.Stop)
 	return r
@@ -44,8 +46,9 @@ func (r *RedisServer) Start() {
 	if r.aof {
 		aof = "yes"
 	}
-	r.cmd = exec.Command("redis-server", "--port", fmt.Sprint(r.port), "--bind", "127.0.0.1",
-		"--dir", r.dir, "--save", "", "--appendonly", aof, "--appendfsync", "everysec")
+	args := append([]string{"--port", fmt.Sprint(r.port), "--bind", "127.0.0.1",
+		"--dir", r.dir, "--save", "", "--appendonly", aof, "--appendfsync", "everysec"}, r.args...)
+	r.cmd = exec.Command("redis-server", args...)
 	if err := r.cmd.Start(); err != nil {
 		r.t.Fatalf("start redis-server: %v", err)
 	}
@@ -63,6 +66,17 @@ func (r *RedisServer) Stop() {
 		return
 	}
 	stopOrKill(r.cmd, r.done, syscall.SIGTERM)
+	r.cmd = nil
+}
+
+// Kill ends the server with SIGKILL, as a lost host would: nothing is
+// flushed.
+func (r *RedisServer) Kill() {
+	if r.cmd == nil {
+		return
+	}
+	_ = r.cmd.Process.Kill()
+	<-r.done
 	r.cmd = nil
 }
 

@@ -1,0 +1,241 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// RedisHA is Redis as it is run for availability, all processes of the
+// test's own on loopback: a primary and a replica (both with AOF), and
+// three Sentinels that monitor them under MasterName with a quorum of two
+// and promote the replica 1.5 s after the primary stops answering.
+type RedisHA struct {
+	t         testing.TB
+	Servers   [2]*RedisServer // [0] starts as the primary, [1] as its replica
+	link      *Proxy          // the replica's first link to the primary
+	sentinels []*sentinel
+}
+
+// MasterName is the name the Sentinels of a RedisHA monitor.
+const MasterName = "seckill"
+
+type sentinel struct {
+	port int
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// StartRedisHA starts the primary, the replica and the Sentinels, and
+// returns once the replica is in sync and every Sentinel knows both.
+func StartRedisHA(t testing.TB) *RedisHA {
+	t.Helper()
+	if _, err := exec.LookPath("redis-sentinel"); err != nil {
+		t.Fatal("redis-sentinel is required: apt-get install redis-sentinel (.ci/run does)")
+	}
+	h := &RedisHA{t: t}
+	h.Servers[0] = StartRedisServer(t, true)
+	// The replica reaches the first primary through a proxy the test can
+	// cut (CutReplication); Sentinel knows both servers by their own ports.
+	h.link = NewProxy(t, h.Servers[0].Addr())
+	_, linkPort, _ := net.SplitHostPort(h.link.Addr())
+	h.Servers[1] = StartRedisServer(t, true, "--replicaof", "127.0.0.1", linkPort)
+	h.waitInSync(h.Servers[0].Addr())
+	for range 3 {
+		h.startSentinel()
+	}
+	t.Cleanup(h.stopSentinels)
+	Eventually(t, 30*time.Second, func() error {
+		for _, s := range h.sentinels {
+			c := redis.NewSentinelClient(&redis.Options{Addr: s.addr()})
+			replicas, err := c.Replicas(context.Background(), MasterName).Result()
+			c.Close()
+			if err != nil || len(replicas) != 1 {
+				return fmt.Errorf("sentinel %s: replicas %v %v", s.addr(), replicas, err)
+			}
+		}
+		return nil
+	})
+	return h
+}
+
+// CutReplication breaks the first replica's link to the first primary, as
+// a network partition would: writes the primary takes from then on do not
+// reach the replica until RestoreReplication (and are lost if the primary
+// dies first).
+func (h *RedisHA) CutReplication() { h.link.Cut() }
+
+// RestoreReplication lets the replica reconnect; it catches up with a
+// partial resynchronisation.
+func (h *RedisHA) RestoreReplication() { h.link.Restore() }
+
+func (s *sentinel) addr() string { return fmt.Sprintf("127.0.0.1:%d", s.port) }
+
+// startSentinel starts one Sentinel with a config file of its own (Sentinel
+// rewrites it as it learns the topology).
+func (h *RedisHA) startSentinel() {
+	t := h.t
+	s := &sentinel{port: FreePort(t), done: make(chan struct{})}
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "sentinel.conf")
+	body := fmt.Sprintf(`port %d
+bind 127.0.0.1
+dir %s
+sentinel monitor %s 127.0.0.1 %d 2
+sentinel down-after-milliseconds %s 1500
+sentinel failover-timeout %s 10000
+sentinel parallel-syncs %s 1
+`, s.port, dir, MasterName, h.Servers[0].port, MasterName, MasterName, MasterName)
+	if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s.cmd = exec.Command("redis-sentinel", conf)
+	if err := s.cmd.Start(); err != nil {
+		t.Fatalf("start redis-sentinel: %v", err)
+	}
+	go func() { _ = s.cmd.Wait(); close(s.done) }()
+	Eventually(t, 10*time.Second, func() error {
+		c, err := net.Dial("tcp", s.addr())
+		if err == nil {
+			c.Close()
+		}
+		return err
+	})
+	h.sentinels = append(h.sentinels, s)
+}
+
+func (h *RedisHA) stopSentinels() {
+	for _, s := range h.sentinels {
+		stopOrKill(s.cmd, s.done, os.Interrupt)
+	}
+}
+
+// SentinelAddrs are the Sentinels' host:port.
+func (h *RedisHA) SentinelAddrs() []string {
+	out := make([]string, len(h.sentinels))
+	for i, s := range h.sentinels {
+		out[i] = s.addr()
+	}
+	return out
+}
+
+// URL is the failover URL of database db (go-redis's form, which
+// `--redis-addr` takes).
+func (h *RedisHA) URL(db int) string {
+	addrs := h.SentinelAddrs()
+	u := fmt.Sprintf("redis://%s/%d?master_name=%s", addrs[0], db, MasterName)
+	for _, a := range addrs[1:] {
+		u += "&addr=" + a
+	}
+	return u
+}
+
+// Primary is the address the Sentinels name as the primary now.
+func (h *RedisHA) Primary() string {
+	h.t.Helper()
+	c := redis.NewSentinelClient(&redis.Options{Addr: h.sentinels[0].addr()})
+	defer c.Close()
+	addr, err := c.GetMasterAddrByName(context.Background(), MasterName).Result()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return net.JoinHostPort(addr[0], addr[1])
+}
+
+// Server is the server listening at addr.
+func (h *RedisHA) Server(addr string) *RedisServer {
+	for _, s := range h.Servers {
+		if s.Addr() == addr {
+			return s
+		}
+	}
+	h.t.Fatalf("no server of the test at %s", addr)
+	return nil
+}
+
+// AwaitFailover waits until every Sentinel names a primary other than old
+// and that server answers as a primary.
+func (h *RedisHA) AwaitFailover(old string, within time.Duration) string {
+	h.t.Helper()
+	var now string
+	Eventually(h.t, within, func() error {
+		for _, s := range h.sentinels {
+			c := redis.NewSentinelClient(&redis.Options{Addr: s.addr()})
+			addr, err := c.GetMasterAddrByName(context.Background(), MasterName).Result()
+			c.Close()
+			if err != nil {
+				return err
+			}
+			if now = net.JoinHostPort(addr[0], addr[1]); now == old {
+				return fmt.Errorf("sentinel %s still names %s", s.addr(), old)
+			}
+		}
+		if role := h.role(now); role != "master" {
+			return fmt.Errorf("%s is %q, not yet the primary", now, role)
+		}
+		return nil
+	})
+	return now
+}
+
+// AwaitReplica waits until the server at addr is a replica of the current
+// primary, in sync with it.
+func (h *RedisHA) AwaitReplica(addr string, within time.Duration) {
+	h.t.Helper()
+	Eventually(h.t, within, func() error {
+		if role := h.role(addr); role != "slave" {
+			return fmt.Errorf("%s is %q, not a replica", addr, role)
+		}
+		return nil
+	})
+	h.waitInSync(h.Primary())
+}
+
+// role is the server's role as it reports it ("master", "slave"), or "".
+func (h *RedisHA) role(addr string) string {
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	defer c.Close()
+	info, err := c.Info(context.Background(), "replication").Result()
+	if err != nil {
+		return ""
+	}
+	return infoField(info, "role")
+}
+
+// waitInSync waits until the primary at addr has a replica online that has
+// every byte of its replication stream.
+func (h *RedisHA) waitInSync(addr string) {
+	h.t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	defer c.Close()
+	Eventually(h.t, 30*time.Second, func() error {
+		info, err := c.Info(context.Background(), "replication").Result()
+		if err != nil {
+			return err
+		}
+		offset := infoField(info, "master_repl_offset")
+		replica := infoField(info, "slave0")
+		if !strings.Contains(replica, "state=online") || !strings.Contains(replica, "offset="+offset+",") {
+			return fmt.Errorf("replica of %s not in sync: %q (primary at %s)", addr, replica, offset)
+		}
+		return nil
+	})
+}
+
+// infoField is one field of an INFO reply.
+func infoField(info, name string) string {
+	for line := range strings.SplitSeq(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, name+":"); ok {
+			return v
+		}
+	}
+	return ""
+}

@@ -1,0 +1,91 @@
+package redisack_test
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/redisack"
+)
+
+var incr = redis.NewScript(`return redis.call('INCR', KEYS[1])`)
+
+// A write waits for the replica, and without one it still happens on the
+// primary but comes back unacknowledged after the timeout.
+func TestRunWaitsForTheReplica(t *testing.T) {
+	primary := testenv.StartRedisServer(t, false)
+	replica := testenv.StartRedisServer(t, false, "--replicaof", "127.0.0.1", portOf(t, primary.Addr()))
+	rdb := redis.NewClient(&redis.Options{Addr: primary.Addr()})
+	defer rdb.Close()
+	ctx := context.Background()
+	var waits, refused int
+	p := redisack.Policy{Replicas: 1, Timeout: 300 * time.Millisecond, Observe: func(_ time.Duration, ok bool) {
+		waits++
+		if !ok {
+			refused++
+		}
+	}}
+	// The replica takes a moment to connect: until then WAIT answers 0.
+	testenv.Eventually(t, 30*time.Second, func() error {
+		_, err := p.Run(ctx, rdb, incr, []string{"n"})
+		return err
+	})
+	n := waits
+	cmd, err := p.Run(ctx, rdb, incr, []string{"n"})
+	if err != nil || waits != n+1 {
+		t.Fatalf("run with the replica up: %v (observed %d waits, want %d)", err, waits, n+1)
+	}
+	got, _ := cmd.Int()
+	r := redis.NewClient(&redis.Options{Addr: replica.Addr()})
+	defer r.Close()
+	if v, err := r.Get(ctx, "n").Int(); err != nil || v != got {
+		t.Fatalf("the replica has n=%d (%v) once acknowledged, want %d", v, err, got)
+	}
+
+	// A script flushed from the primary (a restart, a failover) is loaded
+	// again.
+	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Run(ctx, rdb, incr, []string{"n"}); err != nil {
+		t.Fatalf("after SCRIPT FLUSH: %v", err)
+	}
+
+	replica.Stop()
+	before := refused
+	began := time.Now()
+	cmd, err = p.Run(ctx, rdb, incr, []string{"n"})
+	if !redisack.IsNotAcknowledged(err) || refused != before+1 {
+		t.Fatalf("without a replica: %v, refused %d, want a NotAcknowledgedError", err, refused-before)
+	}
+	if waited := time.Since(began); waited < p.Timeout {
+		t.Fatalf("answered after %v, before the timeout %v", waited, p.Timeout)
+	}
+	if v, _ := cmd.Int(); v != got+2 {
+		t.Fatalf("the unacknowledged write returned %d, want %d: it ran on the primary", v, got+2)
+	}
+	if err := p.Exec(ctx, rdb, func(pipe redis.Pipeliner) { pipe.Set(ctx, "k", "v", 0) }); !redisack.IsNotAcknowledged(err) {
+		t.Fatalf("Exec without a replica: %v", err)
+	}
+	// A script that fails is not waited for, and its error comes back.
+	if _, err := p.Run(ctx, rdb, redis.NewScript(`return redis.error_reply('boom')`), nil); err == nil || redisack.IsNotAcknowledged(err) {
+		t.Fatalf("failing script: %v", err)
+	}
+	// The zero policy waits for nothing.
+	if _, err := (redisack.Policy{}).Run(ctx, rdb, incr, []string{"n"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func portOf(t *testing.T, addr string) string {
+	t.Helper()
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return port
+}
