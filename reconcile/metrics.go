@@ -24,7 +24,11 @@ func (rc *Reconciler) WithMetrics(reg prometheus.Registerer) *Reconciler {
 		Name: "seckill_reconciler_stranded_orders_total",
 		Help: "Orders whose workflow closed without ending them (an operator's Terminate) that the reconciler ended, by the status they ended in.",
 	}, []string{"status"})
-	reg.MustRegister(repairs, retired, stranded)
+	lost := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "seckill_reconciler_lost_admissions_total",
+		Help: "Admitted orders (their buyers told 202) that Redis lost before any order row was written: found when a sale's Redis state was gone or rolled back (alert on any).",
+	})
+	reg.MustRegister(repairs, retired, stranded, lost)
 	// Every kind is exported from the start, at zero, so a first repair is
 	// an increase an alert sees, not a series appearing out of nowhere.
 	for _, kind := range repairKinds {
@@ -42,6 +46,7 @@ func (rc *Reconciler) WithMetrics(reg prometheus.Registerer) *Reconciler {
 		if r.RemainingFixed {
 			repairs.WithLabelValues("remaining_fixed").Inc()
 		}
+		lost.Add(float64(r.LostAdmissions))
 	}
 	rc.OnRetire = func(int64) { retired.Inc() }
 	rc.OnStranded = func(e Ending) { stranded.WithLabelValues(string(e.Status)).Inc() }

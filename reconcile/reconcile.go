@@ -13,6 +13,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"sync"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -43,6 +45,14 @@ type Report struct {
 	// pass read it, so the repair it planned was not applied. The next
 	// pass plans again from what is then true.
 	Raced bool
+	// LostAdmissions counts the buyers the previous pass saw holding a unit
+	// whom Redis has forgotten (it lost the sale, or went back in time: a
+	// restart without persistence, a failover to a replica behind) and who
+	// have no order in the database: they were told 202, and no order
+	// will come of it. LostOrders names up to ten of their order ids. The
+	// rebuild cannot give them their unit back; this says so.
+	LostAdmissions int
+	LostOrders     []int64
 }
 
 // Repaired reports whether anything changed.
@@ -73,6 +83,16 @@ type Reconciler struct {
 	// OnStranded, if set, is told of every stranded order ended.
 	OnStranded func(Ending)
 	Logger     *slog.Logger
+
+	// seen is, by sale, what the last pass of this reconciler read from
+	// Redis: what a loss is measured against.
+	seenMu sync.Mutex
+	seen   map[int64]seenSale
+}
+
+// seenSale is a sale's Redis state as a pass read it.
+type seenSale struct {
+	buyers map[string]int64
 }
 
 // Sale reconciles one sale under its lock.
@@ -86,7 +106,11 @@ func (rc *Reconciler) Sale(ctx context.Context, saleID int64) (Report, error) {
 	if err == nil && rep.Raced {
 		rc.logger().Info("reconciler left a sale that changed while it looked to the next pass", "sale_id", saleID)
 	}
-	if err == nil && rep.Repaired() {
+	if err == nil && rep.LostAdmissions > 0 {
+		rc.logger().Error("Redis lost admitted orders: their buyers were told 202, and the database has no order for them",
+			"sale_id", saleID, "lost", rep.LostAdmissions, "order_ids", rep.LostOrders)
+	}
+	if err == nil && (rep.Repaired() || rep.LostAdmissions > 0) {
 		rc.logger().Warn("reconciler repaired a sale", "sale_id", saleID, "rebuilt", rep.Rebuilt,
 			"buyers_restored", rep.BuyersRestored, "stale_released", rep.StaleReleased,
 			"remaining_fixed", rep.RemainingFixed, "remaining_was", rep.RemainingWas, "remaining_now", rep.RemainingNow)
@@ -119,6 +143,7 @@ func (rc *Reconciler) sale(ctx context.Context, saleID int64) (Report, error) {
 	if err != nil {
 		return rep, err
 	}
+	rep.LostAdmissions, rep.LostOrders = rc.lost(saleID, rs, db)
 	if rs.Warm {
 		// A warm-up that stopped between listing and loading is repaired
 		// by the load; one that ran in the order of older versions
@@ -167,6 +192,50 @@ func (rc *Reconciler) sale(ctx context.Context, saleID int64) (Report, error) {
 	rep.RemainingWas, rep.RemainingNow = res.RemainingWas, res.RemainingNow
 	rep.RemainingFixed = plan.SetRemaining
 	return rep, nil
+}
+
+// lost compares what the last pass saw with the sale's Redis state now: a
+// buyer seen before who is gone from Redis and has no order row was
+// admitted and lost. Nothing else takes a buyer out of Redis without a
+// row: a release follows the order's final row (the saga's and the
+// stranded repair's order of steps), and a retired sale is not reconciled.
+// Redis losing the sale, or a failover to a replica behind, is what does;
+// comparing buyers, not versions, also finds a rollback that admissions
+// have since carried past the version seen. A lost admission's intent went
+// with it (one script wrote both), so no order can still come. It records
+// rs as seen for the next pass.
+func (rc *Reconciler) lost(saleID int64, rs stock.Snapshot, db store.SaleSnapshot) (int, []int64) {
+	rc.seenMu.Lock()
+	defer rc.seenMu.Unlock()
+	if rc.seen == nil {
+		rc.seen = map[int64]seenSale{}
+	}
+	before, ok := rc.seen[saleID]
+	if rs.Warm {
+		rc.seen[saleID] = seenSale{buyers: rs.Buyers}
+	} else {
+		delete(rc.seen, saleID) // the rebuild's state is read by the next pass
+	}
+	if !ok {
+		return 0, nil
+	}
+	rows := make(map[int64]bool, len(db.Orders))
+	for _, o := range db.Orders {
+		rows[o.ID] = true
+	}
+	var ids []int64
+	n := 0
+	for user, id := range before.buyers {
+		if _, held := rs.Buyers[user]; held || rows[id] {
+			continue
+		}
+		n++
+		if len(ids) < 10 {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return n, ids
 }
 
 // plan decides the repairs from the two snapshots and counts in rep what

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -289,4 +290,34 @@ func TestWinningKeySurvivesARebuild(t *testing.T) {
 		t.Fatalf("a new request of the buyer: %v, want ALREADY_PURCHASED %d", err, order)
 	}
 	settled(t, rc, id)
+}
+
+// Admitted orders Redis loses before their rows are written are counted
+// and named: their buyers were told 202, and the rebuild cannot know them.
+func TestLostAdmissionsAreCounted(t *testing.T) {
+	rc, id := sale(t, 10, 2) // two orders with rows
+	ctx := context.Background()
+	for i := range 3 { // three admitted, no row yet
+		if _, err := rc.Stock.Reserve(ctx, id, fmt.Sprintf("late-%d", i), int64(2000+i), ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep, err := rc.Sale(ctx, id)
+	if err != nil || rep.LostAdmissions != 0 {
+		t.Fatalf("first pass: %+v %v; want nothing lost", rep, err)
+	}
+	if err := rc.Stock.Client().FlushDB(ctx).Err(); err != nil { // Redis restarted empty
+		t.Fatal(err)
+	}
+	rep, err = rc.Sale(ctx, id)
+	if err != nil || !rep.Rebuilt || rep.LostAdmissions != 3 || !slices.Equal(rep.LostOrders, []int64{2000, 2001, 2002}) {
+		t.Fatalf("after the loss: %+v %v; want rebuilt, 3 lost: 2000, 2001, 2002", rep, err)
+	}
+	// The next pass measures against the rebuilt state: nothing more lost.
+	if rep, err = rc.Sale(ctx, id); err != nil || rep.LostAdmissions != 0 {
+		t.Fatalf("pass after the rebuild: %+v %v", rep, err)
+	}
+	if rep, err = rc.Sale(ctx, id); err != nil || rep.LostAdmissions != 0 {
+		t.Fatalf("second pass after the rebuild: %+v %v", rep, err)
+	}
 }
