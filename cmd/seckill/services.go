@@ -141,11 +141,10 @@ func redactURL(addr string) string {
 	return addr
 }
 
-// ackPolicy is the acknowledgement the flags ask for, counted in reg.
+// ackPolicy is the acknowledgement the flags ask for, counted in reg. The
+// series are exported, at zero, without acknowledgement too, so that the
+// dashboard and alerts read the same names on every deployment.
 func (s Services) ackPolicy(reg prometheus.Registerer) redisack.Policy {
-	if s.AdmitAck != "replica" {
-		return redisack.Policy{}
-	}
 	waits := prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "seckill_redis_ack_seconds",
 		Help:    "How long writes waited for their Redis replica (WAIT), confirmed or not: the replication lag as this process sees it.",
@@ -156,6 +155,9 @@ func (s Services) ackPolicy(reg prometheus.Registerer) redisack.Policy {
 		Help: "Writes no replica confirmed within --admit-ack-timeout (purchases among them answered 503 UNCONFIRMED).",
 	})
 	reg.MustRegister(waits, unconfirmed)
+	if s.AdmitAck != "replica" {
+		return redisack.Policy{}
+	}
 	return redisack.Policy{Replicas: 1, Timeout: s.AdmitAckTimeout, Observe: func(d time.Duration, ok bool) {
 		waits.Observe(d.Seconds())
 		if !ok {
