@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/bench"
+	"github.com/seckill/seckill/internal/redisconf"
 )
 
 // BenchCmd runs the classic flash sale against a running system.
@@ -50,7 +51,7 @@ func (c *BenchCmd) Run(ctx context.Context) error {
 	}
 	var ro *redis.Options
 	if c.RedisAddr != "" {
-		if ro, err = redisOptions(c.RedisAddr); err != nil {
+		if ro, err = redisconf.Options(c.RedisAddr); err != nil {
 			return err
 		}
 		opts.Ceiling = bench.RedisCeiling(ro, c.CeilingDB)

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/url"
-	"strings"
 	"time"
 
 	"github.com/go-redsync/redsync/v4"
@@ -22,6 +20,7 @@ import (
 	"go.temporal.io/sdk/interceptor"
 	sdklog "go.temporal.io/sdk/log"
 
+	"github.com/seckill/seckill/internal/redisconf"
 	"github.com/seckill/seckill/push"
 	"github.com/seckill/seckill/redisack"
 	"github.com/seckill/seckill/stock"
@@ -71,74 +70,13 @@ func (d *deps) Close() {
 	}
 }
 
-func redisOptions(addr string) (*redis.Options, error) {
-	if strings.Contains(addr, "://") {
-		return redis.ParseURL(addr)
-	}
-	return &redis.Options{Addr: addr}, nil
-}
-
-func openRedis(addr string) (*redis.Client, error) {
-	if fo, ok, err := failoverOptions(addr); ok || err != nil {
-		if err != nil {
-			return nil, fmt.Errorf("redis address %q: %w", redactURL(addr), err)
-		}
-		return openFailover(fo), nil
-	}
-	opts, err := redisOptions(addr)
-	if err != nil {
-		return nil, fmt.Errorf("redis address %q: %w", redactURL(addr), err)
-	}
-	// Admission runs many short scripts at once; the relay holds blocking
-	// reads too. The default pool (10 per CPU) is too small for a sale.
-	opts.PoolSize = 256
-	opts.MinIdleConns = 8
-	return redis.NewClient(opts), nil
-}
-
-// openRedisFor opens the main Redis: the primary the Sentinels name, if
+// openRedis opens the main Redis: the primary the Sentinels name, if
 // there are Sentinels, or addr.
 func (s Services) openRedis() (*redis.Client, error) {
 	if len(s.RedisSentinels) > 0 {
-		return openFailover(&redis.FailoverOptions{MasterName: s.RedisMaster, SentinelAddrs: s.RedisSentinels}), nil
+		return redisconf.OpenFailover(&redis.FailoverOptions{MasterName: s.RedisMaster, SentinelAddrs: s.RedisSentinels}), nil
 	}
-	return openRedis(s.RedisAddr)
-}
-
-// failoverOptions parses a Sentinel URL: a redis:// URL with master_name
-// (go-redis's failover URL; the URL's user and password are the
-// Sentinels', and the primary's too unless the URL says otherwise). ok is
-// false for any other address.
-func failoverOptions(addr string) (*redis.FailoverOptions, bool, error) {
-	u, err := url.Parse(addr)
-	if err != nil || !strings.Contains(addr, "://") || !u.Query().Has("master_name") {
-		return nil, false, nil
-	}
-	fo, err := redis.ParseFailoverURL(addr)
-	if err != nil {
-		return nil, true, err
-	}
-	if fo.Password == "" {
-		fo.Username, fo.Password = fo.SentinelUsername, fo.SentinelPassword
-	}
-	return fo, true, nil
-}
-
-// openFailover is the client of the primary the Sentinels name: it asks
-// them again when the primary stops answering or they announce a
-// failover, so every process follows a promotion on its own.
-func openFailover(fo *redis.FailoverOptions) *redis.Client {
-	fo.PoolSize = 256
-	fo.MinIdleConns = 8
-	return redis.NewFailoverClient(fo)
-}
-
-// redactURL hides a URL's password, for errors and logs.
-func redactURL(addr string) string {
-	if u, err := url.Parse(addr); err == nil && u.User != nil {
-		return u.Redacted()
-	}
-	return addr
+	return redisconf.Open(s.RedisAddr)
 }
 
 // ackPolicy is the acknowledgement the flags ask for, counted in reg. The
@@ -189,7 +127,7 @@ func (s Services) connect(ctx context.Context, needTemporal bool, tp trace.Trace
 	d.ack = s.ackPolicy(d.registry)
 	pools := []redsyncredis.Pool{goredis.NewPool(rdb)}
 	for _, addr := range s.RedlockAddrs {
-		l, err := openRedis(addr)
+		l, err := redisconf.Open(addr)
 		if err != nil {
 			d.Close()
 			return nil, err
