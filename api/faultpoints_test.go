@@ -84,12 +84,13 @@ func inGoroutine(f func()) {
 
 // ledger is what callers were told, for the per-answer check.
 type ledger struct {
-	purchases map[string]string // order id → buyer, for every 202
-	refused   map[string]bool   // buyers answered 503 to a purchase: no order, or the one a retry finds
+	purchases   map[string]string // order id → buyer, for every 202
+	refused     map[string]bool   // buyers answered 503 to a purchase: no order, or the one a retry finds
+	unconfirmed map[string]string // buyers answered 503 UNCONFIRMED → the order id it named
 }
 
 func newLedger() *ledger {
-	return &ledger{purchases: map[string]string{}, refused: map[string]bool{}}
+	return &ledger{purchases: map[string]string{}, refused: map[string]bool{}, unconfirmed: map[string]string{}}
 }
 
 var apiNodes atomic.Int64
@@ -134,7 +135,13 @@ func (s *system) sold(l *ledger, saleID, user string) string {
 	r := s.buyWith(saleID, user, key)
 	if r.status != http.StatusAccepted {
 		if r.status != 0 {
-			s.wantProblem(r, http.StatusServiceUnavailable, wire.CodeUnavailable)
+			// UNAVAILABLE: nothing changed. UNCONFIRMED: the purchase may
+			// have been taken, under the order id it names.
+			if p := r.problem(s.t); r.status != http.StatusServiceUnavailable || p.Code != wire.CodeUnavailable && p.Code != wire.CodeUnconfirmed {
+				s.t.Fatalf("answer %d %s, want 503 UNAVAILABLE or UNCONFIRMED", r.status, r.body)
+			} else if p.Code == wire.CodeUnconfirmed {
+				l.unconfirmed[user] = p.OrderID
+			}
 		}
 		l.refused[user] = true
 		// Retried with the same key until answered: a stopped warm-up holds
@@ -148,6 +155,9 @@ func (s *system) sold(l *ledger, saleID, user string) string {
 	}
 	var p wire.Purchase
 	r.decode(s.t, &p)
+	if named, ok := l.unconfirmed[user]; ok && named != p.OrderID {
+		s.t.Fatalf("%s was told UNCONFIRMED for order %s, and the retry found order %s", user, named, p.OrderID)
+	}
 	l.purchases[p.OrderID] = user
 	return p.OrderID
 }
@@ -284,6 +294,11 @@ var faultCases = map[fault.Point]faultCase{
 		s.sold(l, sale, "pia")
 		if m == modeError && !l.refused["pia"] || fault.Hits(fault.PurchaseReserve) < before+2 {
 			t.Fatalf("the armed point did not fail the purchase (refused %v, hits %d)", l.refused["pia"], fault.Hits(fault.PurchaseReserve)-before)
+		}
+		// The reservation ran before the point: the answer must not say
+		// that nothing changed.
+		if m == modeError && l.unconfirmed["pia"] == "" {
+			t.Fatalf("the purchase that failed after its reservation was not answered UNCONFIRMED with its order")
 		}
 		s.settle(l, sale)
 	},

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"time"
 
 	"github.com/go-redis/redis_rate/v10"
+	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
@@ -107,11 +109,21 @@ func (s *Service) Purchase(ctx context.Context, req PurchaseRequest) (int64, err
 	case redisack.IsNotAcknowledged(err):
 		return 0, &UnconfirmedError{OrderID: id, Err: err}
 	}
+	if neverSent(err) {
+		return 0, unavailable(err) // nothing changed
+	}
 	if err = admissionError(err); errors.Is(err, ErrUnconfirmed) {
 		// The script may have run: if it did, the order has the minted id.
 		return 0, &UnconfirmedError{OrderID: p.OrderID, Err: err}
 	}
 	return 0, err
+}
+
+// neverSent reports whether a Redis call failed before its command left:
+// no connection could be made, or none was free in the pool.
+func neverSent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial" || errors.Is(err, redis.ErrPoolTimeout)
 }
 
 // reserve is Stock.Admit, in a span of its own when tracing is on: the
