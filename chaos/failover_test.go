@@ -303,3 +303,44 @@ func isStatus(err error, status int) bool {
 	var refusal *client.Error
 	return errors.As(err, &refusal) && refusal.StatusCode == status
 }
+
+// (h) The replica is SIGKILLed in the middle of the wave: the primary goes
+// on, but no write can be confirmed, so buyers are answered 503
+// UNCONFIRMED (or UNAVAILABLE once the order-id lease can no longer be
+// confirmed) and no new order starts. The replica comes back, catches up,
+// the buyers retry with their keys, and every 202 has its order.
+func TestRedisReplicaDownDuringTheWave(t *testing.T) {
+	t.Parallel()
+	h := testenv.StartRedisHA(t)
+	c := start(t, setup{redisAddr: h.URL(0), env: []string{"SECKILL_ADMIT_ACK=replica", "SECKILL_ADMIT_ACK_TIMEOUT=300ms"}})
+	c.startWorker("worker")
+	api := c.apis[0]
+	sale := c.createSale(api, units)
+	shoppers := c.shoppers(api, "lonely", buyers/2)
+	replica := h.Servers[1]
+	var once sync.Once
+	began := time.Now()
+	p := buyAll(sale, shoppers, func(n int) {
+		if n >= units/3 {
+			once.Do(replica.Kill)
+		}
+	})
+	if p.unconfirmed == 0 {
+		t.Fatalf("no purchase was answered UNCONFIRMED with the replica down; answers %v", p.other)
+	}
+	replica.Start()
+	h.AwaitReplica(replica.Addr(), time.Minute)
+	p.settle(t, sale, shoppers)
+	t.Logf("replica killed at %d × 202; answers before the retries %v", units/3, p.other)
+	if len(p.won) != units {
+		t.Fatalf("%d purchases won, want every one of the %d units sold once", len(p.won), units)
+	}
+	c.waitFor(api, "every order written", func(st bench.Stats) bool { return st.Orders["AWAITING_PAYMENT"] == units })
+	written := time.Since(began)
+	p.payAll(t, shoppers)
+	out := c.auditQuiescent(sale)
+	record("Redis replica SIGKILLed in the wave (a third sold), --admit-ack=replica",
+		fmt.Sprintf("the primary went on; %d answers were UNCONFIRMED or UNAVAILABLE and no order started until the replica was back; "+
+			"the buyers retried with their Idempotency-Key", p.retried),
+		bench.Result{Accepted: len(p.won), Paid: len(p.won), CreatedSeconds: written.Seconds()}, out)
+}
