@@ -245,7 +245,7 @@ func (rc *Reconciler) plan(rs stock.Snapshot, db store.SaleSnapshot, rep *Report
 	if grace <= 0 {
 		grace = time.Minute
 	}
-	plan := stock.RepairPlan{RestoreBuyers: map[string]int64{}, Release: map[string]int64{}}
+	plan := stock.RepairPlan{RestoreBuyers: map[string]int64{}, RestoreKeys: map[string]string{}, Release: map[string]int64{}}
 	byID := make(map[int64]*ent.Order, len(db.Orders))
 	for _, o := range db.Orders {
 		byID[o.ID] = o
@@ -254,6 +254,9 @@ func (rc *Reconciler) plan(rs stock.Snapshot, db store.SaleSnapshot, rep *Report
 		// the order has been released since.
 		if _, held := rs.Buyers[o.UserID]; !held && domain.Status(o.Status).Live() {
 			plan.RestoreBuyers[o.UserID] = o.ID
+			if o.IdempotencyKey != "" {
+				plan.RestoreKeys[o.UserID] = o.IdempotencyKey
+			}
 		}
 	}
 	for user, id := range rs.Buyers {

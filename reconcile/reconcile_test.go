@@ -321,3 +321,34 @@ func TestLostAdmissionsAreCounted(t *testing.T) {
 		t.Fatalf("second pass after the rebuild: %+v %v", rep, err)
 	}
 }
+
+// A buyer whose Redis entry was lost is restored with the Idempotency-Key
+// of the purchase that won, so a retry of it still answers its order.
+func TestRestoredBuyerKeepsTheWinningKey(t *testing.T) {
+	rc, id := sale(t, 10, 0)
+	ctx := context.Background()
+	ref := domain.OrderRef{OrderID: 3000, SaleID: id, UserID: "kim", AmountCents: 5, IdempotencyKey: "kim-key"}
+	if _, err := rc.Stock.Reserve(ctx, id, ref.UserID, ref.OrderID, ref.IdempotencyKey); err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.Store.DeductStock(ctx, ref); err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.Store.CreateOrder(ctx, ref); err != nil {
+		t.Fatal(err)
+	}
+	keys := stock.KeysFor(id)
+	if err := rc.Stock.Client().HDel(ctx, keys.Buyers, "kim").Err(); err != nil { // Redis forgot the buyer
+		t.Fatal(err)
+	}
+	if err := rc.Stock.Client().HDel(ctx, keys.Idem, "kim").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := rc.Sale(ctx, id); err != nil || rep.BuyersRestored != 1 {
+		t.Fatalf("report %+v, %v; want the buyer restored", rep, err)
+	}
+	got, err := rc.Stock.Reserve(ctx, id, "kim", 9999, "kim-key")
+	if err != nil || got != 3000 {
+		t.Fatalf("retry of the winning request after the repair: %d, %v; want order 3000", got, err)
+	}
+}

@@ -65,6 +65,10 @@ type RepairPlan struct {
 	// An order that was released meanwhile is refused, and a buyer who
 	// holds another entry keeps it.
 	RestoreBuyers map[string]int64
+	// RestoreKeys maps restored users to the Idempotency-Key of the
+	// purchase that won (the order row keeps it), so a retry of that
+	// request still answers its 202 after the repair.
+	RestoreKeys map[string]string
 	// Release maps users to the ended order whose reservation is still
 	// held, to be released as release.lua does.
 	Release map[string]int64
@@ -105,7 +109,7 @@ func (s *Stock) Repair(ctx context.Context, saleID, version int64, plan RepairPl
 	}
 	args := []any{version, remaining, plan.Total, len(plan.RestoreBuyers)}
 	for user, id := range plan.RestoreBuyers {
-		args = append(args, user, strconv.FormatInt(id, 10))
+		args = append(args, user, strconv.FormatInt(id, 10), plan.RestoreKeys[user])
 	}
 	for user, id := range plan.Release {
 		args = append(args, user, strconv.FormatInt(id, 10))

@@ -8,8 +8,9 @@
 -- ARGV[3] the database's total stock that count was computed from (the
 --         meta's `total`, see add.lua), set with it
 -- ARGV[4] n, the number of buyers to restore
--- ARGV[5 .. 4+2n] user id, order id pairs of the buyers to restore
--- ARGV[5+2n ..]   user id, order id pairs of the reservations to release
+-- ARGV[5 .. 4+3n] user id, order id, winning Idempotency-Key ('' for none)
+--                 triples of the buyers to restore
+-- ARGV[5+3n ..]   user id, order id pairs of the reservations to release
 --
 -- Returns {applied, restored, refused, released, remaining before,
 -- remaining after}; applied is 0, and nothing was done, when the version
@@ -28,8 +29,11 @@ for _ = 1, tonumber(ARGV[4]) do
     refused = refused + 1
   elseif redis.call('HSETNX', KEYS[3], ARGV[i], ARGV[i + 1]) == 1 then
     restored = restored + 1
+    if ARGV[i + 2] ~= '' then
+      redis.call('HSET', KEYS[4], ARGV[i], ARGV[i + 2])
+    end
   end
-  i = i + 2
+  i = i + 3
 end
 -- Stale reservations, released as release.lua does.
 while i < #ARGV do
