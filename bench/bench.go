@@ -40,6 +40,9 @@ type Options struct {
 	// AdmissionOnly stops after the purchases: for overload experiments,
 	// where the sagas are not what is measured.
 	AdmissionOnly bool
+	// AcceptedOut, if set, gets every purchase answered 202 (NDJSON, see
+	// Accepted) once the wave is over.
+	AcceptedOut io.Writer
 	// Websockets, if positive, opens that many idle buyer websockets (the
 	// first buyers') before the sale and holds them through the run.
 	Websockets int
@@ -102,17 +105,20 @@ type Result struct {
 	NotMeasured  map[string]string `json:"not_measured,omitempty"`
 	CPU          *CPU              `json:"cpu,omitempty"`
 
-	CreatedSeconds  float64  `json:"all_orders_created_seconds"`
-	OrdersPerSecond float64  `json:"saga_orders_per_second"`
-	AllCreated      bool     `json:"all_orders_created"`
-	AdmissionOnly   bool     `json:"admission_only,omitempty"`
-	APIMemory       Memory   `json:"api_memory"`
-	Paid            int      `json:"paid"`
-	Cancelled       int      `json:"cancelled"`
-	EndSeconds      float64  `json:"pay_cancel_settled_seconds,omitempty"`
-	Stats           Stats    `json:"final_stats"`
-	InvariantsOK    bool     `json:"invariants_ok"`
-	Violations      []string `json:"violations"`
+	CreatedSeconds  float64 `json:"all_orders_created_seconds"`
+	OrdersPerSecond float64 `json:"saga_orders_per_second"`
+	AllCreated      bool    `json:"all_orders_created"`
+	AdmissionOnly   bool    `json:"admission_only,omitempty"`
+	APIMemory       Memory  `json:"api_memory"`
+	Paid            int     `json:"paid"`
+	Cancelled       int     `json:"cancelled"`
+	EndSeconds      float64 `json:"pay_cancel_settled_seconds,omitempty"`
+	Stats           Stats   `json:"final_stats"`
+	// Lost is the check of every 202 by its order id (not after
+	// --admission-only: run `seckill bench --verify` on --accepted-out).
+	Lost         *Lost    `json:"lost_202s,omitempty"`
+	InvariantsOK bool     `json:"invariants_ok"`
+	Violations   []string `json:"violations"`
 }
 
 // Stats is GET /v1/sales/{id}/stats, with the checks a run applies to it.
@@ -160,10 +166,13 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	defer c.sampleMemory(ctx, r, o.Progress)()
 	// Tokens are minted before the sale opens, as real buyers log in early.
 	tokens := make([]string, o.Users)
+	userOf := make(map[string]string, o.Users) // token -> user id
 	for i := range tokens {
-		if tokens[i], err = o.Signer.Mint(fmt.Sprintf("bench-%s-%d", run, i), auth.RoleBuyer, 2*time.Hour); err != nil {
+		user := fmt.Sprintf("bench-%s-%d", run, i)
+		if tokens[i], err = o.Signer.Mint(user, auth.RoleBuyer, 2*time.Hour); err != nil {
 			return nil, err
 		}
+		userOf[tokens[i]] = user
 	}
 	if o.Websockets > 0 {
 		closeSockets, err := c.holdSockets(ctx, r, tokens[:o.Websockets])
@@ -205,6 +214,16 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		cpuWave = o.CPU.sample(ctx)
 		r.CPU.Admission = phase(cpuStart, cpuWave, r.CPU.Unavailable)
 	}
+	won := make([]Accepted, 0, len(accepted))
+	for id, tok := range accepted {
+		won = append(won, Accepted{SaleID: sale.ID, OrderID: id, UserID: userOf[tok]})
+	}
+	slices.SortFunc(won, func(a, b Accepted) int { return strings.Compare(a.OrderID, b.OrderID) })
+	if o.AcceptedOut != nil {
+		if err := WriteAccepted(o.AcceptedOut, won); err != nil {
+			return nil, fmt.Errorf("write the accepted purchases: %w", err)
+		}
+	}
 	// Overload experiments stop here; the sagas are still running.
 	r.AdmissionOnly = o.AdmissionOnly
 	if !o.AdmissionOnly {
@@ -214,6 +233,13 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			r.CPU.Saga = phase(cpuWave, o.CPU.sample(ctx), r.CPU.Unavailable)
 		}
 		c.payAndCancel(ctx, r, o, sale.ID, admin, accepted, deadline)
+		// Every 202 by its order id, not only their count: a loss shows
+		// even where another order would make the count come out right.
+		lost, err := VerifyAccepted(ctx, o.Target, o.Signer, won, o.Concurrency)
+		if err != nil {
+			return nil, fmt.Errorf("verify the accepted purchases: %w", err)
+		}
+		r.Lost = &lost
 	}
 	if r.Stats, err = c.stats(ctx, sale.ID, admin); err != nil {
 		return nil, fmt.Errorf("final stats: %w", err)
@@ -505,6 +531,9 @@ func (r *Result) check() {
 	}
 	if total != r.Accepted {
 		violate("%d order rows for %d accepted purchases (lost or extra orders)", total, r.Accepted)
+	}
+	if r.Lost != nil && r.Lost.Lost > 0 {
+		violate("%d of %d accepted purchases have no order (lost 202s), e.g. %v", r.Lost.Lost, r.Lost.Checked, r.Lost.Sample)
 	}
 	r.InvariantsOK = len(r.Violations) == 0
 }

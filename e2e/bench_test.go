@@ -36,9 +36,10 @@ func TestSmallBench(t *testing.T) {
 	temporalAddr := regexp.MustCompile(`Temporal\s+(\d\S+)`).FindStringSubmatch(dev.Stdout())[1]
 
 	const buyers, units = 2000, 500
+	acceptedFile := filepath.Join(t.TempDir(), "accepted.ndjson")
 	cmd := exec.Command(testenv.Binary(t), "bench", "--target", api, "--users", fmt.Sprint(buyers), "--stock", fmt.Sprint(units),
 		"--dup-rate", "0.1", "--pay", "0.2", "--cancel", "0.1", "--start-delay", "2s", "--wait", "8m",
-		"--redis-addr", redisAddr, "--json")
+		"--redis-addr", redisAddr, "--accepted-out", acceptedFile, "--json")
 	cmd.Env = append(cmd.Environ(), "SECKILL_JWT_SECRET="+secret)
 	out, err := cmd.Output()
 	var r bench.Result
@@ -55,6 +56,17 @@ func TestSmallBench(t *testing.T) {
 	}
 	if r.Paid != units/5 || r.Cancelled != units/10 {
 		t.Fatalf("paid %d, cancelled %d; want %d and %d", r.Paid, r.Cancelled, units/5, units/10)
+	}
+	// Every 202 was checked by its order id, and a later check of the file
+	// finds them too.
+	if r.Lost == nil || r.Lost.Checked != units || r.Lost.Lost != 0 {
+		t.Fatalf("lost-202 check %+v, want %d checked and none lost", r.Lost, units)
+	}
+	verify := exec.Command(testenv.Binary(t), "bench", "--target", api, "--verify", acceptedFile, "--json")
+	verify.Env = append(verify.Environ(), "SECKILL_JWT_SECRET="+secret)
+	var lost bench.Lost
+	if out, err := verify.Output(); err != nil || json.Unmarshal(out, &lost) != nil || lost.Checked != units || lost.Lost != 0 {
+		t.Fatalf("seckill bench --verify: %v %+v\n%s", err, lost, out)
 	}
 
 	// The full audit, straight from the stores.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/bench"
 	"github.com/seckill/seckill/internal/redisconf"
 )
@@ -27,6 +28,8 @@ type BenchCmd struct {
 	StartDelay  time.Duration `name:"start-delay" default:"3s" help:"The sale opens this long after it is created."`
 	Wait        time.Duration `name:"wait" default:"15m" help:"How long to wait for every order's saga, and for the engine ceiling's workflows."`
 	Admission   bool          `name:"admission-only" help:"Stop after the purchases (overload experiments); the sagas are not awaited."`
+	AcceptedOut string        `name:"accepted-out" type:"path" help:"Write every purchase answered 202 (sale, order and buyer ids, one JSON object a line) here, for a later --verify."`
+	Verify      string        `name:"verify" type:"existingfile" help:"Run no sale: read a file of --accepted-out and check that the api has an order for every 202 in it (exit 1 on a lost one)."`
 	Websockets  int           `name:"websockets" default:"0" help:"Hold this many idle buyer websockets open through the run and report what they cost the api's memory."`
 	RedisAddr   string        `name:"redis-addr" env:"REDIS_ADDR" help:"The system's Redis, to measure the bare reserve.lua ceiling and the HTTP limit on it (optional)."`
 	CeilingDB   int           `name:"ceiling-db" default:"15" help:"Redis database for the scratch sales of the ceiling and the HTTP limit."`
@@ -43,6 +46,9 @@ func (c *BenchCmd) Run(ctx context.Context) error {
 	signer, err := c.signer()
 	if err != nil {
 		return err
+	}
+	if c.Verify != "" {
+		return c.verify(ctx, signer)
 	}
 	opts := bench.Options{
 		Target: c.Target, Users: c.Users, Stock: c.Stock, Concurrency: c.Concurrency,
@@ -77,6 +83,14 @@ func (c *BenchCmd) Run(ctx context.Context) error {
 		return err
 	}
 	defer opts.CPU.Close()
+	if c.AcceptedOut != "" {
+		f, err := os.Create(c.AcceptedOut)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		opts.AcceptedOut = f
+	}
 	r, err := bench.Run(ctx, opts)
 	if err != nil {
 		return err
@@ -92,6 +106,35 @@ func (c *BenchCmd) Run(ctx context.Context) error {
 	}
 	if !r.InvariantsOK {
 		return &exitError{code: 1, err: errors.New("the run violated an invariant")}
+	}
+	return nil
+}
+
+// verify checks a file of --accepted-out against the api: every 202 must
+// have its order.
+func (c *BenchCmd) verify(ctx context.Context, signer *auth.Signer) error {
+	f, err := os.Open(c.Verify)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	list, err := bench.ReadAccepted(f)
+	if err != nil {
+		return err
+	}
+	lost, err := bench.VerifyAccepted(ctx, c.Target, signer, list, c.Concurrency)
+	if err != nil {
+		return err
+	}
+	if c.JSON {
+		if err := json.NewEncoder(os.Stdout).Encode(lost); err != nil {
+			return err
+		}
+	} else {
+		fmt.Printf("checked %d accepted purchases: %d without an order\n", lost.Checked, lost.Lost)
+	}
+	if lost.Lost > 0 {
+		return &exitError{code: 1, err: fmt.Errorf("%d purchases answered 202 have no order, e.g. %v", lost.Lost, lost.Sample)}
 	}
 	return nil
 }
