@@ -1,11 +1,14 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net/http"
+	"net/url"
 	"reflect"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -39,10 +42,11 @@ type orderOutput struct {
 }
 
 type listOrdersInput struct {
-	Limit int `query:"limit" minimum:"1" maximum:"200" default:"50" doc:"At most this many orders."`
+	PageQuery
 }
 
 type listOrdersOutput struct {
+	PageLink
 	Body []wire.Order
 }
 
@@ -68,8 +72,9 @@ func (s *Server) registerOrders() {
 	huma.Register(s.api, huma.Operation{
 		OperationID: "list-orders", Method: http.MethodGet, Path: "/v1/orders",
 		Summary: "List your orders, newest first", Tags: []string{"orders"}, Security: bearer,
-		Description: "The orders of the last year.",
-		Responses:   s.problems(errNoToken, errInvalid, errUnavailable),
+		Description: "The orders admitted in the last year, newest (highest id) first, orders not written yet (PENDING) among them. " +
+			"Paged: the next page is the `Link` header's rel=\"next\" URL; a page walk lists every order once.",
+		Responses: s.problems(errNoToken, errBadCursor, errInvalid, errUnavailable),
 	}, s.listOrders)
 
 	huma.Register(s.api, huma.Operation{
@@ -137,19 +142,27 @@ func (s *Server) getOrder(ctx context.Context, in *orderIDPath) (*orderOutput, e
 	if err != nil {
 		return nil, toHTTP(ctx, err)
 	}
-	return &orderOutput{Status: http.StatusOK, Body: orderView(o)}, nil
+	return &orderOutput{Status: http.StatusOK, Body: s.orderView(o)}, nil
 }
 
 func (s *Server) listOrders(ctx context.Context, in *listOrdersInput) (*listOrdersOutput, error) {
-	list, err := s.orders.List(ctx, userFrom(ctx).ID, time.Now().Add(-365*24*time.Hour), in.Limit)
+	before, err := decodeCursor(listBuyerOrders, in.Cursor)
+	if err != nil {
+		return nil, err
+	}
+	list, more, err := s.orders.List(ctx, userFrom(ctx).ID, time.Now().Add(-365*24*time.Hour), before, in.Limit)
 	if err != nil {
 		return nil, toHTTP(ctx, err)
 	}
 	out := make([]wire.Order, len(list))
 	for i, o := range list {
-		out[i] = orderView(o)
+		out[i] = s.orderView(o)
 	}
-	return &listOrdersOutput{out}, nil
+	var last int64
+	if len(list) > 0 {
+		last = list[len(list)-1].ID
+	}
+	return &listOrdersOutput{PageLink{nextLink(ctx, listBuyerOrders, last, more)}, out}, nil
 }
 
 func (s *Server) payOrder(ctx context.Context, in *orderIDPath) (*orderOutput, error) {
@@ -158,7 +171,7 @@ func (s *Server) payOrder(ctx context.Context, in *orderIDPath) (*orderOutput, e
 		return nil, err
 	}
 	o, err := s.orders.Pay(ctx, userFrom(ctx), id)
-	return outcome(ctx, o, err)
+	return s.outcome(ctx, o, err)
 }
 
 func (s *Server) cancelOwnOrder(ctx context.Context, in *orderIDPath) (*orderOutput, error) {
@@ -167,14 +180,14 @@ func (s *Server) cancelOwnOrder(ctx context.Context, in *orderIDPath) (*orderOut
 		return nil, err
 	}
 	o, err := s.orders.Cancel(ctx, userFrom(ctx), id)
-	return outcome(ctx, o, err)
+	return s.outcome(ctx, o, err)
 }
 
 // outcome answers a pay or cancel: 200 with the order when the transition
 // took place and is recorded, 202 when the workflow accepted it but has
 // not recorded it yet, else the refusal (409 INVALID_STATE with the order's
 // status, or 404, or 503).
-func outcome(ctx context.Context, o orders.Outcome, err error) (*orderOutput, error) {
+func (s *Server) outcome(ctx context.Context, o orders.Outcome, err error) (*orderOutput, error) {
 	if err != nil {
 		return nil, toHTTP(ctx, err)
 	}
@@ -182,14 +195,19 @@ func outcome(ctx context.Context, o orders.Outcome, err error) (*orderOutput, er
 	if !o.Recorded {
 		code = http.StatusAccepted
 	}
-	return &orderOutput{Status: code, Body: orderView(o.Order)}, nil
+	return &orderOutput{Status: code, Body: s.orderView(o.Order)}, nil
 }
 
-func orderView(o orders.Order) wire.Order {
+func (s *Server) orderView(o orders.Order) wire.Order {
 	w := wire.Order{
 		ID: strconv.FormatInt(o.ID, 10), SaleID: strconv.FormatInt(o.SaleID, 10), UserID: o.UserID,
 		Status: o.Status, Reason: o.Reason, AmountCents: o.AmountCents,
-		WorkflowID: o.WorkflowID, CreatedAt: o.CreatedAt, UpdatedAt: o.UpdatedAt,
+		WorkflowID: o.WorkflowID, WorkflowURL: s.workflowURL(o.WorkflowID),
+		AdmittedAt: orderid.Time(o.ID), CreatedAt: o.CreatedAt, UpdatedAt: o.UpdatedAt,
+	}
+	if o.PaidAt != nil {
+		at := o.PaidAt.UTC()
+		w.PaidAt = &at
 	}
 	if o.Status == domain.StatusPending && o.Place.Position > 0 {
 		w.QueuePosition = &o.Place.Position
@@ -198,4 +216,14 @@ func orderView(o orders.Order) wire.Order {
 		}
 	}
 	return w
+}
+
+// workflowURL is the page of the workflow in the Temporal Web UI, or ""
+// when the deployment names no Web UI.
+func (s *Server) workflowURL(workflowID string) string {
+	if s.cfg.TemporalUIURL == "" {
+		return ""
+	}
+	return strings.TrimRight(s.cfg.TemporalUIURL, "/") + "/namespaces/" + url.PathEscape(cmp.Or(s.cfg.TemporalNamespace, "default")) +
+		"/workflows/" + url.PathEscape(workflowID)
 }

@@ -29,6 +29,11 @@ type saleOutput struct {
 	Body wire.Sale
 }
 
+type listSalesOutput struct {
+	PageLink
+	Body []wire.Sale
+}
+
 func (s *Server) registerSales() {
 	huma.Register(s.api, huma.Operation{
 		OperationID: "create-sale", Method: http.MethodPost, Path: "/v1/sales",
@@ -54,20 +59,29 @@ func (s *Server) registerSales() {
 	huma.Register(s.api, huma.Operation{
 		OperationID: "list-sales", Method: http.MethodGet, Path: "/v1/sales",
 		Summary: "List sales, newest first", Tags: []string{"sales"},
-		Security:  public,
-		Responses: s.problems(errInvalid, errUnavailable),
-	}, func(ctx context.Context, in *struct {
-		Limit int `query:"limit" minimum:"1" maximum:"200" default:"50" doc:"At most this many sales."`
-	}) (*struct{ Body []wire.Sale }, error) {
-		sales, err := s.deps.Store.Sales(ctx, in.Limit)
+		Description: "Paged: the next page is the `Link` header's rel=\"next\" URL.",
+		Security:    public,
+		Responses:   s.problems(errBadCursor, errInvalid, errUnavailable),
+	}, func(ctx context.Context, in *struct{ PageQuery }) (*listSalesOutput, error) {
+		before, err := decodeCursor(listSales, in.Cursor)
+		if err != nil {
+			return nil, err
+		}
+		sales, err := s.deps.Store.Sales(ctx, before, in.Limit+1)
 		if err != nil {
 			return nil, toHTTP(ctx, unavailable(err))
 		}
+		more := len(sales) > in.Limit
+		sales = sales[:min(len(sales), in.Limit)]
 		out := make([]wire.Sale, 0, len(sales))
 		for _, sl := range sales {
 			out = append(out, s.saleView(ctx, sl))
 		}
-		return &struct{ Body []wire.Sale }{out}, nil
+		var last int64
+		if len(sales) > 0 {
+			last = sales[len(sales)-1].ID
+		}
+		return &listSalesOutput{PageLink{nextLink(ctx, listSales, last, more)}, out}, nil
 	})
 
 	huma.Register(s.api, huma.Operation{

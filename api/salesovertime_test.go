@@ -21,6 +21,7 @@ import (
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/ent/order"
 	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/orderid"
 	"github.com/seckill/seckill/reconcile"
 	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
@@ -79,7 +80,8 @@ func TestThousandSalesOverTime(t *testing.T) {
 		if i < withOrders {
 			user := fmt.Sprintf("past-buyer-%02d", i)
 			paidBuyers = append(paidBuyers, user)
-			buyers = map[string]int64{user: int64(9_000_000 + i)}
+			// An id minted two hours ago, as the sale's api would have.
+			buyers = map[string]int64{user: orderid.FirstAt(time.Now().Add(-2*time.Hour)) + int64(i)}
 		}
 		endedSale(7+i, buyers)
 	}

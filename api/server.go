@@ -183,10 +183,11 @@ func New(cfg Config, deps Deps) *Server {
 	hc.CreateHooks = nil // no $schema fields: the wire format is exactly the documented one
 	describe(&hc)
 	s.api = humago.New(s.mux, hc)
-	s.api.UseMiddleware(s.shed, s.authenticate)
+	s.api.UseMiddleware(s.shed, s.authenticate, keepURL)
 	s.registerSales()
 	s.registerOperator()
 	s.registerOrders()
+	s.registerSaleOrders()
 	s.registerHealth()
 	s.registerInfo()
 	if cfg.DevTokens {

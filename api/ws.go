@@ -75,7 +75,7 @@ func websocketProtocols(r *http.Request) []string {
 // the user's orders of the last 24 hours, oldest first, so a result
 // produced before the socket opened is not lost.
 func (s *Server) snapshot(ctx context.Context, userID string) ([]domain.Event, error) {
-	list, err := s.orders.List(ctx, userID, time.Now().Add(-24*time.Hour), 200)
+	list, _, err := s.orders.List(ctx, userID, time.Now().Add(-24*time.Hour), 0, 200)
 	if err != nil {
 		return nil, err
 	}

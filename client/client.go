@@ -183,17 +183,45 @@ func limitQuery(limit int) string {
 // do sends one request and decodes a 2xx answer into out; it returns the
 // status. Anything else is an *Error.
 func (c *Client) do(ctx context.Context, method, path string, body any, header http.Header, out any) (int, error) {
+	status, _, err := c.exchange(ctx, method, path, body, header, out)
+	return status, err
+}
+
+// exchange is do that also returns the answer's headers.
+func (c *Client) exchange(ctx context.Context, method, path string, body any, header http.Header, out any) (int, http.Header, error) {
+	resp, err := c.send(ctx, method, path, body, header)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if err != nil {
+		return resp.StatusCode, resp.Header, err
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return resp.StatusCode, resp.Header, refusal(method, path, resp.StatusCode, b)
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			return resp.StatusCode, resp.Header, fmt.Errorf("%s %s: decode the answer: %w", method, path, err)
+		}
+	}
+	return resp.StatusCode, resp.Header, nil
+}
+
+// send sends one request and returns the answer, its body unread.
+func (c *Client) send(ctx context.Context, method, path string, body any, header http.Header) (*http.Response, error) {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
 		rd = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	if rd != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -204,24 +232,7 @@ func (c *Client) do(ctx context.Context, method, path string, body any, header h
 	for k, v := range header {
 		req.Header[k] = v
 	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
-	if err != nil {
-		return resp.StatusCode, err
-	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return resp.StatusCode, refusal(method, path, resp.StatusCode, b)
-	}
-	if out != nil {
-		if err := json.Unmarshal(b, out); err != nil {
-			return resp.StatusCode, fmt.Errorf("%s %s: decode the answer: %w", method, path, err)
-		}
-	}
-	return resp.StatusCode, nil
+	return c.hc.Do(req)
 }
 
 func refusal(method, path string, status int, body []byte) *Error {

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"os/exec"
@@ -67,6 +68,37 @@ func TestSmallBench(t *testing.T) {
 	var lost bench.Lost
 	if out, err := verify.Output(); err != nil || json.Unmarshal(out, &lost) != nil || lost.Checked != units || lost.Lost != 0 {
 		t.Fatalf("seckill bench --verify: %v %+v\n%s", err, lost, out)
+	}
+
+	// The shop ships what was paid for: the paid orders, exported as CSV
+	// (from the dev mode's SQLite), and all of them as NDJSON.
+	tok := exec.Command(testenv.Binary(t), "token", "--user", "ops", "--role", "admin")
+	tok.Env = append(tok.Environ(), "SECKILL_JWT_SECRET="+secret)
+	admin, err := tok.Output()
+	if err != nil {
+		t.Fatalf("seckill token: %v", err)
+	}
+	export := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(testenv.Binary(t), append([]string{"export", "--api", api, "--sale", r.SaleID}, args...)...)
+		cmd.Env = append(cmd.Environ(), "SECKILL_TOKEN="+strings.TrimSpace(string(admin)))
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("seckill export %v: %v", args, err)
+		}
+		return string(out)
+	}
+	paid, err := csv.NewReader(strings.NewReader(export("--status", "PAID"))).ReadAll()
+	if err != nil || len(paid) != r.Paid+1 || paid[0][0] != "order_id" {
+		t.Fatalf("seckill export --status PAID: %d records (%v), want a header and %d orders", len(paid), err, r.Paid)
+	}
+	for _, rec := range paid[1:] {
+		if rec[3] != "PAID" || rec[6] == "" {
+			t.Fatalf("exported row %q: want PAID with paid_at", rec)
+		}
+	}
+	if lines := strings.Count(export("--format", "ndjson"), "\n"); lines != units {
+		t.Fatalf("seckill export --format ndjson: %d lines, want the %d orders", lines, units)
 	}
 
 	// The full audit, straight from the stores.

@@ -117,6 +117,20 @@ func (_c *OrderCreate) SetNillableUpdatedAt(v *time.Time) *OrderCreate {
 	return _c
 }
 
+// SetPaidAt sets the "paid_at" field.
+func (_c *OrderCreate) SetPaidAt(v time.Time) *OrderCreate {
+	_c.mutation.SetPaidAt(v)
+	return _c
+}
+
+// SetNillablePaidAt sets the "paid_at" field if the given value is not nil.
+func (_c *OrderCreate) SetNillablePaidAt(v *time.Time) *OrderCreate {
+	if v != nil {
+		_c.SetPaidAt(*v)
+	}
+	return _c
+}
+
 // SetID sets the "id" field.
 func (_c *OrderCreate) SetID(v int64) *OrderCreate {
 	_c.mutation.SetID(v)
@@ -317,6 +331,10 @@ func (_c *OrderCreate) createSpec() (*Order, *sqlgraph.CreateSpec) {
 		_spec.SetField(order.FieldUpdatedAt, field.TypeTime, value)
 		_node.UpdatedAt = value
 	}
+	if value, ok := _c.mutation.PaidAt(); ok {
+		_spec.SetField(order.FieldPaidAt, field.TypeTime, value)
+		_node.PaidAt = &value
+	}
 	if nodes := _c.mutation.SaleIDs(); len(nodes) > 0 {
 		edge := &sqlgraph.EdgeSpec{
 			Rel:     sqlgraph.M2O,
@@ -419,6 +437,24 @@ func (u *OrderUpsert) SetUpdatedAt(v time.Time) *OrderUpsert {
 // UpdateUpdatedAt sets the "updated_at" field to the value that was provided on create.
 func (u *OrderUpsert) UpdateUpdatedAt() *OrderUpsert {
 	u.SetExcluded(order.FieldUpdatedAt)
+	return u
+}
+
+// SetPaidAt sets the "paid_at" field.
+func (u *OrderUpsert) SetPaidAt(v time.Time) *OrderUpsert {
+	u.Set(order.FieldPaidAt, v)
+	return u
+}
+
+// UpdatePaidAt sets the "paid_at" field to the value that was provided on create.
+func (u *OrderUpsert) UpdatePaidAt() *OrderUpsert {
+	u.SetExcluded(order.FieldPaidAt)
+	return u
+}
+
+// ClearPaidAt clears the value of the "paid_at" field.
+func (u *OrderUpsert) ClearPaidAt() *OrderUpsert {
+	u.SetNull(order.FieldPaidAt)
 	return u
 }
 
@@ -527,6 +563,27 @@ func (u *OrderUpsertOne) SetUpdatedAt(v time.Time) *OrderUpsertOne {
 func (u *OrderUpsertOne) UpdateUpdatedAt() *OrderUpsertOne {
 	return u.Update(func(s *OrderUpsert) {
 		s.UpdateUpdatedAt()
+	})
+}
+
+// SetPaidAt sets the "paid_at" field.
+func (u *OrderUpsertOne) SetPaidAt(v time.Time) *OrderUpsertOne {
+	return u.Update(func(s *OrderUpsert) {
+		s.SetPaidAt(v)
+	})
+}
+
+// UpdatePaidAt sets the "paid_at" field to the value that was provided on create.
+func (u *OrderUpsertOne) UpdatePaidAt() *OrderUpsertOne {
+	return u.Update(func(s *OrderUpsert) {
+		s.UpdatePaidAt()
+	})
+}
+
+// ClearPaidAt clears the value of the "paid_at" field.
+func (u *OrderUpsertOne) ClearPaidAt() *OrderUpsertOne {
+	return u.Update(func(s *OrderUpsert) {
+		s.ClearPaidAt()
 	})
 }
 
@@ -801,6 +858,27 @@ func (u *OrderUpsertBulk) SetUpdatedAt(v time.Time) *OrderUpsertBulk {
 func (u *OrderUpsertBulk) UpdateUpdatedAt() *OrderUpsertBulk {
 	return u.Update(func(s *OrderUpsert) {
 		s.UpdateUpdatedAt()
+	})
+}
+
+// SetPaidAt sets the "paid_at" field.
+func (u *OrderUpsertBulk) SetPaidAt(v time.Time) *OrderUpsertBulk {
+	return u.Update(func(s *OrderUpsert) {
+		s.SetPaidAt(v)
+	})
+}
+
+// UpdatePaidAt sets the "paid_at" field to the value that was provided on create.
+func (u *OrderUpsertBulk) UpdatePaidAt() *OrderUpsertBulk {
+	return u.Update(func(s *OrderUpsert) {
+		s.UpdatePaidAt()
+	})
+}
+
+// ClearPaidAt clears the value of the "paid_at" field.
+func (u *OrderUpsertBulk) ClearPaidAt() *OrderUpsertBulk {
+	return u.Update(func(s *OrderUpsert) {
+		s.ClearPaidAt()
 	})
 }
 

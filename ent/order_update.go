@@ -62,6 +62,26 @@ func (_u *OrderUpdate) SetUpdatedAt(v time.Time) *OrderUpdate {
 	return _u
 }
 
+// SetPaidAt sets the "paid_at" field.
+func (_u *OrderUpdate) SetPaidAt(v time.Time) *OrderUpdate {
+	_u.mutation.SetPaidAt(v)
+	return _u
+}
+
+// SetNillablePaidAt sets the "paid_at" field if the given value is not nil.
+func (_u *OrderUpdate) SetNillablePaidAt(v *time.Time) *OrderUpdate {
+	if v != nil {
+		_u.SetPaidAt(*v)
+	}
+	return _u
+}
+
+// ClearPaidAt clears the value of the "paid_at" field.
+func (_u *OrderUpdate) ClearPaidAt() *OrderUpdate {
+	_u.mutation.ClearPaidAt()
+	return _u
+}
+
 // Mutation returns the OrderMutation object of the builder.
 func (_u *OrderUpdate) Mutation() *OrderMutation {
 	return _u.mutation
@@ -142,6 +162,12 @@ func (_u *OrderUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	if value, ok := _u.mutation.UpdatedAt(); ok {
 		_spec.SetField(order.FieldUpdatedAt, field.TypeTime, value)
 	}
+	if value, ok := _u.mutation.PaidAt(); ok {
+		_spec.SetField(order.FieldPaidAt, field.TypeTime, value)
+	}
+	if _u.mutation.PaidAtCleared() {
+		_spec.ClearField(order.FieldPaidAt, field.TypeTime)
+	}
 	if _node, err = sqlgraph.UpdateNodes(ctx, _u.driver, _spec); err != nil {
 		if _, ok := err.(*sqlgraph.NotFoundError); ok {
 			err = &NotFoundError{order.Label}
@@ -193,6 +219,26 @@ func (_u *OrderUpdateOne) SetNillableReason(v *string) *OrderUpdateOne {
 // SetUpdatedAt sets the "updated_at" field.
 func (_u *OrderUpdateOne) SetUpdatedAt(v time.Time) *OrderUpdateOne {
 	_u.mutation.SetUpdatedAt(v)
+	return _u
+}
+
+// SetPaidAt sets the "paid_at" field.
+func (_u *OrderUpdateOne) SetPaidAt(v time.Time) *OrderUpdateOne {
+	_u.mutation.SetPaidAt(v)
+	return _u
+}
+
+// SetNillablePaidAt sets the "paid_at" field if the given value is not nil.
+func (_u *OrderUpdateOne) SetNillablePaidAt(v *time.Time) *OrderUpdateOne {
+	if v != nil {
+		_u.SetPaidAt(*v)
+	}
+	return _u
+}
+
+// ClearPaidAt clears the value of the "paid_at" field.
+func (_u *OrderUpdateOne) ClearPaidAt() *OrderUpdateOne {
+	_u.mutation.ClearPaidAt()
 	return _u
 }
 
@@ -305,6 +351,12 @@ func (_u *OrderUpdateOne) sqlSave(ctx context.Context) (_node *Order, err error)
 	}
 	if value, ok := _u.mutation.UpdatedAt(); ok {
 		_spec.SetField(order.FieldUpdatedAt, field.TypeTime, value)
+	}
+	if value, ok := _u.mutation.PaidAt(); ok {
+		_spec.SetField(order.FieldPaidAt, field.TypeTime, value)
+	}
+	if _u.mutation.PaidAtCleared() {
+		_spec.ClearField(order.FieldPaidAt, field.TypeTime)
 	}
 	_node = &Order{config: _u.config}
 	_spec.Assign = _node.assignValues

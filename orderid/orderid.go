@@ -102,3 +102,18 @@ func Time(id int64) time.Time {
 
 // Node returns the node that minted id.
 func Node(id int64) int { return int(id >> seqBits & (MaxNodes - 1)) }
+
+// FirstAt returns the smallest id minted at or after t (to the
+// millisecond). Ids compare like the times they were minted, so the orders
+// admitted in a window of time are a range of ids: [FirstAt(from),
+// FirstAt(to)).
+func FirstAt(t time.Time) int64 {
+	ms := t.UnixMilli() - epoch
+	switch {
+	case ms <= 0:
+		return 0
+	case ms >= 1<<(63-nodeBits-seqBits):
+		return math.MaxInt64
+	}
+	return ms << (nodeBits + seqBits)
+}

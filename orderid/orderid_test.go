@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -234,5 +235,23 @@ func TestNextHolderNeverRepeatsAnID(t *testing.T) {
 			}
 			seen[id] = true
 		}
+	}
+}
+
+func TestFirstAtBoundsTheIDsOfAMillisecond(t *testing.T) {
+	g := orderid.New(5)
+	id := mustNext(t, g)
+	at := orderid.Time(id)
+	if first := orderid.FirstAt(at); first > id || orderid.Time(first) != at {
+		t.Fatalf("FirstAt(%v) = %d, want <= %d and minted in the same millisecond", at, first, id)
+	}
+	if next := orderid.FirstAt(at.Add(time.Millisecond)); next <= id {
+		t.Fatalf("FirstAt(a millisecond later) = %d, want > %d", next, id)
+	}
+	if orderid.FirstAt(time.Unix(0, 0)) != 0 {
+		t.Fatal("an instant before the epoch should give 0")
+	}
+	if orderid.FirstAt(time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC)) != math.MaxInt64 {
+		t.Fatal("an instant past the id space should give MaxInt64")
 	}
 }

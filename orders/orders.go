@@ -9,6 +9,7 @@
 package orders
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -39,6 +40,8 @@ type Order struct {
 	WorkflowID  string
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
+	// PaidAt is when a PAID order was paid; nil otherwise.
+	PaidAt *time.Time
 	// Place is a PENDING order's place in its sale's line; zero when the
 	// order is not in line (docs/design.md §3.11).
 	Place domain.Place
@@ -143,34 +146,39 @@ func (s *Service) row(ctx context.Context, user auth.User, id int64) (o Order, e
 	return view(r), true, nil
 }
 
-// List lists a user's orders since a time, newest first: the rows, plus
-// the admitted orders that have no row yet.
-func (s *Service) List(ctx context.Context, userID string, since time.Time, limit int) ([]Order, error) {
-	rows, err := s.deps.Store.OrdersOf(ctx, userID, since, limit)
+// List lists a user's orders admitted since a time with ids below before
+// (0: from the newest), newest (highest id) first: the rows, merged with
+// the admitted orders that have no row yet. It returns at most limit
+// orders, and whether more follow the last of them.
+func (s *Service) List(ctx context.Context, userID string, since time.Time, before int64, limit int) ([]Order, bool, error) {
+	from := orderid.FirstAt(since)
+	// One more than asked says whether another page follows.
+	rows, err := s.deps.Store.OrdersOf(ctx, userID, from, before, limit+1)
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, false, unavailable(err)
 	}
 	pending, err := s.pendingOf(ctx, userID)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	known := make(map[int64]bool, len(rows))
 	out := make([]Order, 0, len(rows)+len(pending))
-	for _, r := range rows {
-		known[r.ID] = true
-	}
-	for _, p := range pending {
-		if !known[p.ID] {
-			out = append(out, p)
-		}
-	}
 	for _, r := range rows {
 		out = append(out, view(r))
 	}
-	if len(out) > limit {
-		out = out[:limit]
+	written := make(map[int64]bool, len(rows))
+	for _, r := range rows {
+		written[r.ID] = true
 	}
-	return out, nil
+	for _, p := range pending {
+		if !written[p.ID] && p.ID >= from && (before <= 0 || p.ID < before) {
+			out = append(out, p)
+		}
+	}
+	slices.SortFunc(out, func(a, b Order) int { return cmp.Compare(b.ID, a.ID) })
+	if len(out) > limit {
+		return out[:limit], true, nil
+	}
+	return out, false, nil
 }
 
 // pendingOf finds the units a user holds in Redis whose order row does not
@@ -214,8 +222,6 @@ func (s *Service) pendingOf(ctx context.Context, userID string) ([]Order, error)
 		}
 		out = append(out, o)
 	}
-	// Newest first, like the rows.
-	slices.SortFunc(out, func(a, b Order) int { return b.CreatedAt.Compare(a.CreatedAt) })
 	s.placeInLine(ctx, out)
 	return out, nil
 }
@@ -246,8 +252,12 @@ func view(o *ent.Order) Order {
 		ID: o.ID, SaleID: o.SaleID, UserID: o.UserID,
 		Status: domain.Status(o.Status), Reason: o.Reason, AmountCents: o.AmountCents,
 		WorkflowID: domain.WorkflowID(o.ID), CreatedAt: o.CreatedAt.UTC(), UpdatedAt: o.UpdatedAt.UTC(),
+		PaidAt: o.PaidAt,
 	}
 }
+
+// View is an order row as its buyer or an operator sees it.
+func View(o *ent.Order) Order { return view(o) }
 
 // unavailable marks an infrastructure error, which the api answers 503.
 func unavailable(err error) error {

@@ -279,7 +279,7 @@ func (s *Store) FinishOrder(ctx context.Context, ref domain.OrderRef, status dom
 func (s *Store) MarkPaid(ctx context.Context, orderID int64) error {
 	n, err := s.db.Order.Update().
 		Where(order.ID(orderID), order.StatusEQ(order.StatusAWAITING_PAYMENT)).
-		SetStatus(order.StatusPAID).SetReason("").
+		SetStatus(order.StatusPAID).SetReason("").SetPaidAt(time.Now()).
 		Save(ctx)
 	if err != nil {
 		return fmt.Errorf("mark order %d paid: %w", orderID, err)
@@ -307,19 +307,6 @@ func (s *Store) Order(ctx context.Context, id int64) (*ent.Order, error) {
 		return nil, fmt.Errorf("get order %d: %w", id, err)
 	}
 	return o, nil
-}
-
-// OrdersOf lists a user's orders created since the given time, newest first.
-func (s *Store) OrdersOf(ctx context.Context, userID string, since time.Time, limit int) ([]*ent.Order, error) {
-	os, err := s.db.Order.Query().
-		Where(order.UserID(userID), order.CreatedAtGTE(since)).
-		Order(ent.Desc(order.FieldCreatedAt), ent.Desc(order.FieldID)).
-		Limit(limit).
-		All(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("orders of %s: %w", userID, err)
-	}
-	return os, nil
 }
 
 // CountByStatus counts the sale's orders per status.

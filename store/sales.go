@@ -7,7 +7,6 @@ import (
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/ent"
-	"github.com/seckill/seckill/ent/sale"
 )
 
 // NewSale is what an operator gives to create a sale.
@@ -57,13 +56,4 @@ func (s *Store) Sale(ctx context.Context, id int64) (*ent.Sale, error) {
 		return nil, fmt.Errorf("get sale %d: %w", id, err)
 	}
 	return sl, nil
-}
-
-// Sales lists sales, newest first.
-func (s *Store) Sales(ctx context.Context, limit int) ([]*ent.Sale, error) {
-	sales, err := s.db.Sale.Query().Order(ent.Desc(sale.FieldID)).Limit(limit).All(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("list sales: %w", err)
-	}
-	return sales, nil
 }

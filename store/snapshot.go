@@ -3,7 +3,6 @@ package store
 import (
 	"cmp"
 	"context"
-	"database/sql"
 	"fmt"
 	"slices"
 
@@ -48,20 +47,10 @@ func (s SaleSnapshot) LiveBuyers() []Buyer {
 }
 
 // SaleSnapshot reads the sale, its orders and their ledger in one
-// transaction that sees a single instant (REPEATABLE READ on Postgres, where
-// READ COMMITTED would let each query see later commits; SQLite's
-// transactions are serializable already). It returns
+// transaction that sees a single instant (readSnapshot). It returns
 // domain.ErrUnknownSale for an unknown sale.
 func (s *Store) SaleSnapshot(ctx context.Context, saleID int64) (SaleSnapshot, error) {
-	var (
-		tx  *ent.Tx
-		err error
-	)
-	if s.dialect == dialectPostgres {
-		tx, err = s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
-	} else {
-		tx, err = s.db.Tx(ctx)
-	}
+	tx, err := s.readSnapshot(ctx)
 	if err != nil {
 		return SaleSnapshot{}, fmt.Errorf("snapshot of sale %d: begin: %w", saleID, err)
 	}

@@ -234,7 +234,7 @@ func TestCreateSaleRejectsAnEmptyWindow(t *testing.T) {
 		if err == nil {
 			t.Fatal("a sale that ends when it starts was accepted")
 		}
-		if sales, _ := st.Sales(context.Background(), 10); len(sales) != 0 {
+		if sales, _ := st.Sales(context.Background(), 0, 10); len(sales) != 0 {
 			t.Fatalf("a refused sale was written: %v", sales)
 		}
 	})

@@ -79,8 +79,13 @@ type Order struct {
 	Reason      string        `json:"reason" doc:"Why the order ended as it did (FAILED, CANCELLED, EXPIRED); empty otherwise."`
 	AmountCents int64         `json:"amount_cents"`
 	WorkflowID  string        `json:"workflow_id" doc:"The id of the order's Temporal workflow, for the Temporal Web UI."`
-	CreatedAt   time.Time     `json:"created_at"`
-	UpdatedAt   time.Time     `json:"updated_at"`
+	// WorkflowURL is set when the deployment names its Web UI.
+	WorkflowURL string    `json:"workflow_url,omitempty" format:"uri" doc:"The order's workflow in the Temporal Web UI; absent when the deployment has no Web UI configured."`
+	AdmittedAt  time.Time `json:"admitted_at" doc:"When the buyer was admitted (the purchase's 202): the order's id encodes it, to the millisecond."`
+	CreatedAt   time.Time `json:"created_at" doc:"When the order was written to the database (for an order not written yet: when it was admitted)."`
+	UpdatedAt   time.Time `json:"updated_at"`
+	// PaidAt is set once the order is PAID.
+	PaidAt *time.Time `json:"paid_at,omitempty" doc:"When the payment was recorded: PAID orders only (absent for orders paid before this field existed)."`
 	// QueuePosition and ETASeconds are set only for a PENDING order still
 	// waiting for its workflow to start.
 	QueuePosition *int64 `json:"queue_position,omitempty" minimum:"1" doc:"PENDING orders only: the order's place in the sale's line, counting itself: admitted orders of the sale whose workflow has not started, admitted no later than this one. Absent once the workflow has started (the order may stay PENDING a moment longer), or when Redis cannot tell."`

@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/seckill/seckill/audit"
+	"github.com/seckill/seckill/ent"
 )
 
 // AuditCmd checks the invariants of docs/design.md §2 for one sale or all of them.
@@ -28,12 +29,13 @@ func (c *AuditCmd) Run(ctx context.Context) error {
 	defer d.Close()
 	ids := c.Sale
 	if len(ids) == 0 {
-		sales, err := d.store.Sales(ctx, 1000)
+		// Every sale, however many: the audit pages through them.
+		err := d.store.AllSales(ctx, func(s *ent.Sale) error {
+			ids = append(ids, s.ID)
+			return nil
+		})
 		if err != nil {
 			return err
-		}
-		for _, s := range sales {
-			ids = append(ids, s.ID)
 		}
 	}
 	src := audit.Sources{Store: d.store, Stock: d.stock, Temporal: d.temporal}

@@ -184,7 +184,7 @@ func (c *DevCmd) seed(ctx context.Context, st *store.Store, warm func(context.Co
 	if c.SeedStock <= 0 {
 		return "", nil
 	}
-	sales, err := st.Sales(ctx, 20)
+	sales, err := st.Sales(ctx, 0, 20)
 	if err != nil {
 		return "", err
 	}
@@ -210,15 +210,13 @@ func (c *DevCmd) seed(ctx context.Context, st *store.Store, warm func(context.Co
 // warmAll loads every sale that has not ended into Redis (an in-process
 // Redis starts empty).
 func warmAll(ctx context.Context, st *store.Store, warm func(context.Context, int64) error) error {
-	sales, err := st.Sales(ctx, 1000)
+	sales, err := st.OpenSales(ctx, time.Now())
 	if err != nil {
 		return err
 	}
 	var errs []error
 	for _, s := range sales {
-		if time.Now().Before(s.EndsAt) {
-			errs = append(errs, warm(ctx, s.ID))
-		}
+		errs = append(errs, warm(ctx, s.ID))
 	}
 	return errors.Join(errs...)
 }

@@ -35,6 +35,7 @@ type CLI struct {
 	Token       TokenCmd       `cmd:"" help:"Print a signed bearer token."`
 	Bench       BenchCmd       `cmd:"" help:"Race U buyers for S units against a running system and check the invariants."`
 	Watch       WatchCmd       `cmd:"" help:"Print a buyer's order events from the websocket as JSON lines."`
+	Export      ExportCmd      `cmd:"" help:"Write a sale's orders to standard output as CSV or NDJSON (admin token)."`
 	Healthcheck HealthcheckCmd `cmd:"" help:"Probe a URL; exit 0 on 200 (container healthchecks)."`
 }
 

@@ -20,6 +20,7 @@ var (
 		{Name: "idempotency_key", Type: field.TypeString, Size: 128, Default: ""},
 		{Name: "created_at", Type: field.TypeTime},
 		{Name: "updated_at", Type: field.TypeTime},
+		{Name: "paid_at", Type: field.TypeTime, Nullable: true},
 		{Name: "sale_id", Type: field.TypeInt64},
 	}
 	// OrdersTable holds the schema information for the "orders" table.
@@ -30,7 +31,7 @@ var (
 		ForeignKeys: []*schema.ForeignKey{
 			{
 				Symbol:     "orders_sales_orders",
-				Columns:    []*schema.Column{OrdersColumns[9]},
+				Columns:    []*schema.Column{OrdersColumns[10]},
 				RefColumns: []*schema.Column{SalesColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
@@ -39,20 +40,25 @@ var (
 			{
 				Name:    "orders_one_live_per_buyer",
 				Unique:  true,
-				Columns: []*schema.Column{OrdersColumns[9], OrdersColumns[1]},
+				Columns: []*schema.Column{OrdersColumns[10], OrdersColumns[1]},
 				Annotation: &entsql.IndexAnnotation{
 					Where: "status NOT IN ('CANCELLED', 'EXPIRED', 'FAILED')",
 				},
 			},
 			{
-				Name:    "order_user_id_created_at",
+				Name:    "order_user_id_id",
 				Unique:  false,
-				Columns: []*schema.Column{OrdersColumns[1], OrdersColumns[7]},
+				Columns: []*schema.Column{OrdersColumns[1], OrdersColumns[0]},
 			},
 			{
-				Name:    "order_sale_id_status",
+				Name:    "order_sale_id_id",
 				Unique:  false,
-				Columns: []*schema.Column{OrdersColumns[9], OrdersColumns[4]},
+				Columns: []*schema.Column{OrdersColumns[10], OrdersColumns[0]},
+			},
+			{
+				Name:    "order_sale_id_status_id",
+				Unique:  false,
+				Columns: []*schema.Column{OrdersColumns[10], OrdersColumns[4], OrdersColumns[0]},
 			},
 		},
 	}

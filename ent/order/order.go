@@ -33,6 +33,8 @@ const (
 	FieldCreatedAt = "created_at"
 	// FieldUpdatedAt holds the string denoting the updated_at field in the database.
 	FieldUpdatedAt = "updated_at"
+	// FieldPaidAt holds the string denoting the paid_at field in the database.
+	FieldPaidAt = "paid_at"
 	// EdgeSale holds the string denoting the sale edge name in mutations.
 	EdgeSale = "sale"
 	// Table holds the table name of the order in the database.
@@ -58,6 +60,7 @@ var Columns = []string{
 	FieldIdempotencyKey,
 	FieldCreatedAt,
 	FieldUpdatedAt,
+	FieldPaidAt,
 }
 
 // ValidColumn reports if the column name is valid (part of the table columns).
@@ -175,6 +178,11 @@ func ByCreatedAt(opts ...sql.OrderTermOption) OrderOption {
 // ByUpdatedAt orders the results by the updated_at field.
 func ByUpdatedAt(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldUpdatedAt, opts...).ToFunc()
+}
+
+// ByPaidAt orders the results by the paid_at field.
+func ByPaidAt(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldPaidAt, opts...).ToFunc()
 }
 
 // BySaleField orders the results by sale field.

@@ -32,6 +32,9 @@ func (Order) Fields() []ent.Field {
 		field.String("idempotency_key").Default("").MaxLen(128).Immutable(),
 		field.Time("created_at").Default(time.Now).Immutable(),
 		field.Time("updated_at").Default(time.Now).UpdateDefault(time.Now),
+		// When the order was paid; nil for unpaid orders and for orders
+		// paid before the column existed (added by `seckill migrate`).
+		field.Time("paid_at").Optional().Nillable(),
 	}
 }
 
@@ -49,8 +52,13 @@ func (Order) Indexes() []ent.Index {
 		index.Fields("sale_id", "user_id").Unique().
 			StorageKey("orders_one_live_per_buyer").
 			Annotations(entsql.IndexWhere("status NOT IN ('CANCELLED', 'EXPIRED', 'FAILED')")),
-		index.Fields("user_id", "created_at"),
-		index.Fields("sale_id", "status"),
+		// The lists page by id (keyset, docs/design.md §6.6): a buyer's
+		// orders newest first, a sale's orders in id order, with or without
+		// a status. (sale_id, status, id) also counts a sale's orders by
+		// status.
+		index.Fields("user_id", "id"),
+		index.Fields("sale_id", "id"),
+		index.Fields("sale_id", "status", "id"),
 	}
 }
 

@@ -1,0 +1,299 @@
+package api
+
+import (
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/seckill/seckill/api/wire"
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/ent"
+	"github.com/seckill/seckill/orderid"
+	"github.com/seckill/seckill/orders"
+	"github.com/seckill/seckill/store"
+)
+
+// After the sale, operators list and export its orders to ship what was
+// paid for (docs/design.md §6.6). Both read the order rows in id order (the
+// order of admission) through the (sale_id, status, id) index.
+
+// SaleOrdersQuery picks a sale's orders.
+type SaleOrdersQuery struct {
+	ID     string    `path:"id" pattern:"^[0-9]+$" maxLength:"19" example:"7262577180163178496" doc:"The sale's id, as in the id of a sale."`
+	Status string    `query:"status" enum:"PENDING,AWAITING_PAYMENT,PAID,CANCELLED,EXPIRED,FAILED" doc:"Only the orders of this status."`
+	Since  time.Time `query:"since" doc:"Only the orders admitted at or after this instant (RFC 3339)."`
+	Until  time.Time `query:"until" doc:"Only the orders admitted before this instant (RFC 3339)."`
+}
+
+// filter reads the query; ids bound the admission times (orderid.FirstAt).
+func (q SaleOrdersQuery) filter() (int64, store.SaleOrderFilter, error) {
+	id, err := parseID(q.ID)
+	if err != nil {
+		return 0, store.SaleOrderFilter{}, err
+	}
+	f := store.SaleOrderFilter{Status: domain.Status(q.Status)}
+	if !q.Since.IsZero() {
+		f.FromID = orderid.FirstAt(q.Since)
+	}
+	if !q.Until.IsZero() {
+		f.ToID = max(1, orderid.FirstAt(q.Until))
+	}
+	return id, f, nil
+}
+
+type saleOrdersInput struct {
+	SaleOrdersQuery
+	PageQuery
+}
+
+type saleOrdersOutput struct {
+	PageLink
+	Unlisted *int64 `header:"Seckill-Unlisted-Orders" doc:"First page only: the orders of the sale admitted but not written to the database yet, which no page lists until their workflow writes them (they are then listed by a walk that has not passed their id). An estimate from Redis; absent when Redis does not answer."`
+	Body     []wire.Order
+}
+
+type exportInput struct {
+	SaleOrdersQuery
+	Format string `query:"format" enum:"csv,ndjson" doc:"csv (text/csv) or ndjson (application/x-ndjson, one order per line as in the listing). Absent: an Accept header of application/x-ndjson chooses ndjson, anything else csv."`
+	accept string
+}
+
+// Resolve reads the Accept header, which the document may not declare as
+// a parameter (OpenAPI ignores one named Accept).
+func (in *exportInput) Resolve(ctx huma.Context) []error {
+	in.accept = ctx.Header("Accept")
+	return nil
+}
+
+// exportPage is how many rows an export reads and writes at a time: what
+// it holds in memory.
+const exportPage = 1000
+
+func (s *Server) registerSaleOrders() {
+	huma.Register(s.api, huma.Operation{
+		OperationID: "list-sale-orders", Method: http.MethodGet, Path: "/v1/sales/{id}/orders",
+		Summary: "List a sale's orders (admin)", Tags: []string{"sales"},
+		Description: "The sale's orders in id order (the order of admission), filtered by status and admission time, for fulfilment. " +
+			"Paged: the next page is the `Link` header's rel=\"next\" URL. A walk through the pages lists every order that had a row when the walk began " +
+			"and still matches the filter when the walk reaches it exactly once, and no order twice; an order written during the walk is listed if the walk " +
+			"has not passed its id yet. Orders admitted but not written yet are counted in the first page's `Seckill-Unlisted-Orders` header.",
+		Security: bearer, Metadata: map[string]any{adminOnly: true},
+		Responses: s.problems(errNoToken, errAdminsOnly, errNoSale, errBadCursor, errInvalid, errUnavailable),
+	}, s.listSaleOrders)
+
+	huma.Register(s.api, huma.Operation{
+		OperationID: "export-sale-orders", Method: http.MethodGet, Path: "/v1/sales/{id}/orders/export",
+		Summary: "Export a sale's orders as CSV or NDJSON (admin)", Tags: []string{"sales"},
+		Description: "The listing's orders, all of them, streamed: read from one snapshot of the database (every row as it was when the export began), " +
+			"in constant memory however many there are. A cell of the CSV that a spreadsheet would read as a formula (it starts with =, +, -, @, a tab or a carriage return) " +
+			"is prefixed with a single quote. An export that fails once it has begun is cut off: the response ends without its last chunk, which clients " +
+			"(curl among them) report as an error, so a partial file is never taken for a whole one.",
+		Security: bearer, Metadata: map[string]any{adminOnly: true},
+		Responses: s.exportResponses(s.problems(errNoToken, errAdminsOnly, errNoSale, errInvalid, errUnavailable)),
+	}, s.exportSaleOrders)
+}
+
+// exportResponses documents the two formats of the export's 200.
+func (s *Server) exportResponses(responses map[string]*huma.Response) map[string]*huma.Response {
+	order := s.api.OpenAPI().Components.Schemas.Schema(reflect.TypeFor[wire.Order](), true, "Order")
+	responses["200"] = &huma.Response{
+		Description: "The orders: CSV with a header row (" + strings.Join(csvHeader, ", ") + "), or NDJSON, one order per line.",
+		Headers: map[string]*huma.Param{"Content-Disposition": {
+			Description: "attachment; filename=\"sale-<id>-orders.<csv|ndjson>\"", Schema: &huma.Schema{Type: huma.TypeString},
+		}},
+		Content: map[string]*huma.MediaType{
+			"text/csv":             {Schema: &huma.Schema{Type: huma.TypeString}},
+			"application/x-ndjson": {Schema: order},
+		},
+	}
+	return responses
+}
+
+func (s *Server) listSaleOrders(ctx context.Context, in *saleOrdersInput) (*saleOrdersOutput, error) {
+	saleID, f, err := in.filter()
+	if err != nil {
+		return nil, err
+	}
+	after, err := decodeCursor(listSaleOrders, in.Cursor)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.deps.Store.SaleOrders(ctx, saleID, f, after, in.Limit+1)
+	if err != nil {
+		return nil, toHTTP(ctx, unavailable(err))
+	}
+	out := &saleOrdersOutput{}
+	if after == 0 {
+		// The first page says what no page lists yet (and whether there
+		// is such a sale).
+		st, err := s.stats(ctx, saleID)
+		switch {
+		case errors.Is(err, domain.ErrUnknownSale), errors.Is(err, domain.ErrNotFound):
+			return nil, toHTTP(ctx, err)
+		case err == nil:
+			out.Unlisted = &st.Pending
+		}
+	}
+	more := len(rows) > in.Limit
+	rows = rows[:min(len(rows), in.Limit)]
+	out.Body = make([]wire.Order, len(rows))
+	for i, r := range rows {
+		out.Body[i] = s.orderView(orders.View(r))
+	}
+	if len(rows) > 0 {
+		out.Link = nextLink(ctx, listSaleOrders, rows[len(rows)-1].ID, more)
+	}
+	return out, nil
+}
+
+func (s *Server) exportSaleOrders(ctx context.Context, in *exportInput) (*huma.StreamResponse, error) {
+	saleID, f, err := in.filter()
+	if err != nil {
+		return nil, err
+	}
+	format := in.Format
+	if format == "" {
+		format = "csv"
+		if strings.Contains(in.accept, "application/x-ndjson") && !strings.Contains(in.accept, "text/csv") {
+			format = "ndjson"
+		}
+	}
+	return &huma.StreamResponse{Body: func(hc huma.Context) {
+		w := &exportWriter{hc: hc, format: format, saleID: saleID, view: s.orderView}
+		err := s.deps.Store.ExportSaleOrders(hc.Context(), saleID, f, exportPage, w.page)
+		if err == nil {
+			err = w.finish()
+		}
+		if err == nil {
+			return
+		}
+		if !w.started {
+			writeStreamProblem(hc, err)
+			return
+		}
+		// Headers and rows are out: cut the response off so the client
+		// sees a broken transfer rather than a file that looks whole.
+		panic(http.ErrAbortHandler)
+	}}, nil
+}
+
+// csvHeader names the export's CSV columns.
+var csvHeader = []string{"order_id", "sale_id", "buyer", "status", "amount_cents", "admitted_at", "paid_at", "updated_at", "reason", "workflow_id", "workflow_url"}
+
+// exportWriter writes pages of orders as CSV or NDJSON, flushing each.
+type exportWriter struct {
+	hc      huma.Context
+	format  string
+	saleID  int64
+	view    func(orders.Order) wire.Order
+	started bool
+	csv     *csv.Writer
+	json    *json.Encoder
+}
+
+func (w *exportWriter) start() error {
+	w.started = true
+	ct := "text/csv; charset=utf-8"
+	if w.format == "ndjson" {
+		ct = "application/x-ndjson"
+	}
+	w.hc.SetHeader("Content-Type", ct)
+	w.hc.SetHeader("Content-Disposition", fmt.Sprintf(`attachment; filename="sale-%d-orders.%s"`, w.saleID, w.format))
+	w.hc.SetHeader("Cache-Control", "no-store")
+	w.hc.SetStatus(http.StatusOK)
+	body := w.hc.BodyWriter()
+	if w.format == "ndjson" {
+		w.json = json.NewEncoder(body)
+		return nil
+	}
+	w.csv = csv.NewWriter(body)
+	return w.csv.Write(csvHeader)
+}
+
+func (w *exportWriter) page(rows []*ent.Order) error {
+	if !w.started {
+		if err := w.start(); err != nil {
+			return err
+		}
+	}
+	for _, r := range rows {
+		o := w.view(orders.View(r))
+		var err error
+		if w.json != nil {
+			err = w.json.Encode(o)
+		} else {
+			err = w.csv.Write(csvRow(o))
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return w.flush()
+}
+
+// finish writes what an export of no order still has: the CSV header.
+func (w *exportWriter) finish() error {
+	if !w.started {
+		if err := w.start(); err != nil {
+			return err
+		}
+	}
+	return w.flush()
+}
+
+func (w *exportWriter) flush() error {
+	if w.csv != nil {
+		w.csv.Flush()
+		if err := w.csv.Error(); err != nil {
+			return err
+		}
+	}
+	if f, ok := w.hc.BodyWriter().(http.Flusher); ok {
+		f.Flush()
+	}
+	return nil
+}
+
+func csvRow(o wire.Order) []string {
+	paid := ""
+	if o.PaidAt != nil {
+		paid = o.PaidAt.Format(time.RFC3339Nano)
+	}
+	return []string{
+		o.ID, o.SaleID, cell(o.UserID), string(o.Status), strconv.FormatInt(o.AmountCents, 10),
+		o.AdmittedAt.Format(time.RFC3339Nano), paid, o.UpdatedAt.Format(time.RFC3339Nano),
+		cell(o.Reason), o.WorkflowID, o.WorkflowURL,
+	}
+}
+
+// cell makes text safe for a spreadsheet: a cell that starts with a
+// character that makes it a formula (=, +, -, @, tab, carriage return)
+// gets a leading single quote, which spreadsheets show as text (the OWASP
+// advice on CSV injection). Buyer ids are token subjects: anyone's text.
+func cell(s string) string {
+	if s != "" && strings.ContainsRune("=+-@\t\r", rune(s[0])) {
+		return "'" + s
+	}
+	return s
+}
+
+// writeStreamProblem answers a problem from a stream that has written
+// nothing yet.
+func writeStreamProblem(hc huma.Context, err error) {
+	var se huma.StatusError
+	if !errors.As(toHTTP(hc.Context(), notFoundOr(err)), &se) {
+		se = problem(http.StatusInternalServerError, wire.CodeInternal, "internal error")
+	}
+	hc.SetHeader("Content-Type", "application/problem+json")
+	hc.SetStatus(se.GetStatus())
+	_ = json.NewEncoder(hc.BodyWriter()).Encode(se)
+}

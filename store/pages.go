@@ -1,0 +1,151 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"math"
+
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/ent"
+	"github.com/seckill/seckill/ent/order"
+	"github.com/seckill/seckill/ent/predicate"
+	"github.com/seckill/seckill/ent/sale"
+)
+
+// The lists page by key (docs/design.md §6.6): a page is the rows past
+// the last id of the page before, read through an index on that order, so
+// page n costs what page 1 costs and a row written or changed between two
+// pages neither repeats nor shifts the rows after it, as OFFSET would.
+
+// SaleOrderFilter picks a sale's orders for a list or an export.
+type SaleOrderFilter struct {
+	// Status, if set, keeps the orders of that status only.
+	Status domain.Status
+	// FromID and ToID bound the ids: FromID <= id < ToID (ToID 0: no
+	// bound). Ids are minted in time order, so a window of admission
+	// times is a range of ids (orderid.FirstAt).
+	FromID, ToID int64
+}
+
+func (f SaleOrderFilter) where(saleID, after int64) []predicate.Order {
+	ps := []predicate.Order{order.SaleID(saleID), order.IDGT(max(after, f.FromID-1))}
+	if f.ToID > 0 {
+		ps = append(ps, order.IDLT(f.ToID))
+	}
+	if f.Status != "" {
+		ps = append(ps, order.StatusEQ(order.Status(f.Status)))
+	}
+	return ps
+}
+
+// SaleOrders returns up to limit of the sale's orders past the id after
+// (0: from the first), in id order.
+func (s *Store) SaleOrders(ctx context.Context, saleID int64, f SaleOrderFilter, after int64, limit int) ([]*ent.Order, error) {
+	return saleOrders(ctx, s.db.Order, saleID, f, after, limit)
+}
+
+func saleOrders(ctx context.Context, c *ent.OrderClient, saleID int64, f SaleOrderFilter, after int64, limit int) ([]*ent.Order, error) {
+	os, err := c.Query().Where(f.where(saleID, after)...).
+		Order(ent.Asc(order.FieldID)).Limit(limit).All(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("orders of sale %d: %w", saleID, err)
+	}
+	return os, nil
+}
+
+// ExportSaleOrders hands the sale's orders to emit, in id order, a page of
+// at most pageSize at a time, all read in one transaction that sees a
+// single instant (readSnapshot): the export is consistent however long the
+// reader takes, and holds one page in memory. An error from emit stops the
+// export and is returned. It returns domain.ErrUnknownSale first if there
+// is no such sale.
+func (s *Store) ExportSaleOrders(ctx context.Context, saleID int64, f SaleOrderFilter, pageSize int, emit func([]*ent.Order) error) error {
+	tx, err := s.readSnapshot(ctx)
+	if err != nil {
+		return fmt.Errorf("export of sale %d: %w", saleID, err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	if ok, err := tx.Sale.Query().Where(sale.ID(saleID)).Exist(ctx); err != nil {
+		return fmt.Errorf("export of sale %d: %w", saleID, err)
+	} else if !ok {
+		return domain.ErrUnknownSale
+	}
+	for after := int64(0); ; {
+		page, err := saleOrders(ctx, tx.Order, saleID, f, after, pageSize)
+		if err != nil {
+			return err
+		}
+		if len(page) > 0 {
+			if err := emit(page); err != nil {
+				return err
+			}
+			after = page[len(page)-1].ID
+		}
+		if len(page) < pageSize {
+			return nil
+		}
+	}
+}
+
+// readSnapshot begins a read-only transaction whose reads all see one
+// instant: REPEATABLE READ on Postgres (READ COMMITTED would let each query
+// see later commits); SQLite's transactions are serializable already.
+// Rolling it back ends it.
+func (s *Store) readSnapshot(ctx context.Context) (*ent.Tx, error) {
+	if s.dialect == dialectPostgres {
+		return s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
+	}
+	return s.db.Tx(ctx)
+}
+
+// OrdersOf returns up to limit of a buyer's orders with ids from fromID
+// (inclusive) and below beforeID (0: no bound), newest (highest id) first.
+func (s *Store) OrdersOf(ctx context.Context, userID string, fromID, beforeID int64, limit int) ([]*ent.Order, error) {
+	if beforeID <= 0 {
+		beforeID = math.MaxInt64
+	}
+	os, err := s.db.Order.Query().
+		Where(order.UserID(userID), order.IDGTE(fromID), order.IDLT(beforeID)).
+		Order(ent.Desc(order.FieldID)).
+		Limit(limit).
+		All(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("orders of %s: %w", userID, err)
+	}
+	return os, nil
+}
+
+// Sales returns up to limit sales with ids below beforeID (0: no bound),
+// newest first.
+func (s *Store) Sales(ctx context.Context, beforeID int64, limit int) ([]*ent.Sale, error) {
+	q := s.db.Sale.Query()
+	if beforeID > 0 {
+		q = q.Where(sale.IDLT(beforeID))
+	}
+	sales, err := q.Order(ent.Desc(sale.FieldID)).Limit(limit).All(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list sales: %w", err)
+	}
+	return sales, nil
+}
+
+// AllSales hands every sale to fn, newest first, a page at a time.
+func (s *Store) AllSales(ctx context.Context, fn func(*ent.Sale) error) error {
+	const page = 500
+	for before := int64(0); ; {
+		sales, err := s.Sales(ctx, before, page)
+		if err != nil {
+			return err
+		}
+		for _, sl := range sales {
+			if err := fn(sl); err != nil {
+				return err
+			}
+		}
+		if len(sales) < page {
+			return nil
+		}
+		before = sales[len(sales)-1].ID
+	}
+}
