@@ -401,6 +401,24 @@ func TestDemoPage(t *testing.T) {
 				t.Errorf("operator view: %s = %q, want %q", metric, got, want)
 			}
 		}
+		// It lists the sale's orders, filters them by status and downloads
+		// them as CSV.
+		orders := stats + ` [data-sale-orders]`
+		b.do("list the sale's orders", 15*time.Second,
+			chromedp.Click(chromedp.CSS(stats+` button[data-action="sale-orders"]`)),
+			chromedp.WaitVisible(chromedp.CSS(orders+`[data-rows="1"][data-complete="true"] li[data-order-id="`+order+`"][data-status="PAID"]`)))
+		b.do("only the cancelled orders", 15*time.Second,
+			chromedp.SetValue(chromedp.CSS(stats+` select.orders-filter`), "CANCELLED"),
+			chromedp.Evaluate[chromedp.Void](`document.querySelector(`+js(stats+` select.orders-filter`)+`).dispatchEvent(new Event("change"))`))
+		b.until("no cancelled order", 10*time.Second,
+			`(b => b.dataset.filter === "CANCELLED" && b.dataset.rows === "0" && b.dataset.complete === "true" && !b.querySelector("li"))(document.querySelector(`+js(orders)+`))`)
+		b.do("only the paid orders", 15*time.Second,
+			chromedp.SetValue(chromedp.CSS(stats+` select.orders-filter`), "PAID"),
+			chromedp.Evaluate[chromedp.Void](`document.querySelector(`+js(stats+` select.orders-filter`)+`).dispatchEvent(new Event("change"))`),
+			chromedp.WaitVisible(chromedp.CSS(orders+`[data-filter="PAID"][data-rows="1"] li[data-order-id="`+order+`"]`)),
+			chromedp.Click(chromedp.CSS(stats+` button[data-action="export-csv"]`)),
+			chromedp.WaitVisible(chromedp.CSS(orders+`[data-export-rows="1"]`)))
+		b.screenshot("operator-orders")
 		// It creates a sale with its form.
 		b.do("create a sale with the form", 15*time.Second,
 			chromedp.SetValue(chromedp.CSS(`#create-sale input[name="name"]`), "Form phone"),
