@@ -78,6 +78,30 @@ func (in *exportInput) Resolve(ctx huma.Context) []error {
 // it holds in memory.
 const exportPage = 1000
 
+// bulkYield bounds how long a page of a bulk read (an export, a sale's
+// order list) waits for the purchases in flight on this instance to be
+// answered. Admission comes first, as for the relay (docs/design.md §5):
+// during a wave an export goes on a page per bulkYield, and at full speed
+// once the wave is over.
+const bulkYield = 250 * time.Millisecond
+
+// waveGap is how long after the last purchase a wave counts as over.
+const waveGap = 100 * time.Millisecond
+
+// yieldToPurchases waits while purchases are in flight here or came in
+// the last waveGap, for at most bulkYield.
+func (s *Server) yieldToPurchases(ctx context.Context) {
+	deadline := time.Now().Add(bulkYield)
+	for time.Now().Before(deadline) &&
+		(len(s.inFlight) > 0 || time.Since(time.Unix(0, s.lastPurchase.Load())) < waveGap) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
 func (s *Server) registerSaleOrders() {
 	huma.Register(s.api, huma.Operation{
 		OperationID: "list-sale-orders", Method: http.MethodGet, Path: "/v1/sales/{id}/orders",
@@ -127,6 +151,7 @@ func (s *Server) listSaleOrders(ctx context.Context, in *saleOrdersInput) (*sale
 	if err != nil {
 		return nil, err
 	}
+	s.yieldToPurchases(ctx)
 	rows, err := s.deps.Store.SaleOrders(ctx, saleID, f, after, in.Limit+1)
 	if err != nil {
 		return nil, toHTTP(ctx, unavailable(err))
@@ -169,7 +194,14 @@ func (s *Server) exportSaleOrders(ctx context.Context, in *exportInput) (*huma.S
 	}
 	return &huma.StreamResponse{Body: func(hc huma.Context) {
 		w := &exportWriter{hc: hc, format: format, saleID: saleID, view: s.orderView}
-		err := s.deps.Store.ExportSaleOrders(hc.Context(), saleID, f, exportPage, w.page)
+		s.yieldToPurchases(hc.Context())
+		err := s.deps.Store.ExportSaleOrders(hc.Context(), saleID, f, exportPage, func(rows []*ent.Order) error {
+			if err := w.page(rows); err != nil {
+				return err
+			}
+			s.yieldToPurchases(hc.Context())
+			return nil
+		})
 		if err == nil {
 			err = w.finish()
 		}

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -129,8 +130,11 @@ type Server struct {
 	orders  *orders.Service
 	// inFlight holds a token per purchase being processed.
 	inFlight chan struct{}
-	metrics  *metrics
-	reg      *prometheus.Registry
+	// lastPurchase is when the last purchase was let in (Unix ns): bulk
+	// reads yield to a wave that is still coming (saleorders.go).
+	lastPurchase atomic.Int64
+	metrics      *metrics
+	reg          *prometheus.Registry
 	// cancels are the cancelled sales whose open orders this instance is
 	// cancelling in the background (operator.go).
 	cancels *cancellations

@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 
@@ -36,5 +37,6 @@ func (s *Server) shed(ctx huma.Context, next func(huma.Context)) {
 		return
 	}
 	defer func() { <-s.inFlight }()
+	s.lastPurchase.Store(time.Now().UnixNano())
 	next(ctx)
 }
