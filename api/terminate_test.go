@@ -16,6 +16,7 @@ import (
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/push"
 	"github.com/seckill/seckill/reconcile"
+	"github.com/seckill/seckill/relay"
 )
 
 // The Temporal Web UI offers Terminate, Reset and Cancel on every order's
@@ -282,6 +283,58 @@ func TestResetInTheMiddleOfAPayKeepsThePayment(t *testing.T) {
 	var st struct{ Status domain.Status }
 	if err := s.tc.GetWorkflow(ctx, "order-"+id, "").Get(ctx, &st); err != nil || st.Status != domain.StatusPaid {
 		t.Fatalf("the reset run ended %+v, %v; want PAID", st, err)
+	}
+	if r := s.audited(sale.ID, true); !r.OK() || r.DBStock != 1 {
+		t.Fatalf("audit: %s", r)
+	}
+}
+
+// A Reset between the payment timer's firing and the row's EXPIRED: the
+// reset run knows nothing of the timer (a Reset re-delivers updates, not a
+// fired timer), so it gives the order a new payment window and the buyer
+// may pay. A pay refused in that gap must therefore not have told the
+// buyer EXPIRED: it names the row's status until the row is written.
+func TestResetBeforeAnExpiryIsWrittenTellsNoLie(t *testing.T) {
+	s := start(t, options{cfg: api.Config{Relay: relay.Options{PaymentTimeout: 5 * time.Second}}})
+	sale := s.createSale(2)
+	id := s.purchase(sale.ID, "ida")
+	s.waitStatus(id, "ida", domain.StatusAwaitingPayment)
+	ctx := context.Background()
+	// The expiry cannot be written (the database refuses it, as if down
+	// for that one write): the ending retries, for as long as the test.
+	if _, err := s.store.DB().ExecContext(ctx, `
+		CREATE FUNCTION hold_expiry() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			IF NEW.status = 'EXPIRED' THEN RAISE EXCEPTION 'the test holds expiries'; END IF;
+			RETURN NEW;
+		END $$;
+		CREATE TRIGGER hold_expiry BEFORE UPDATE ON orders FOR EACH ROW EXECUTE FUNCTION hold_expiry();`); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, time.Minute, func() error {
+		d, err := s.tc.DescribeWorkflowExecution(ctx, "order-"+id, "")
+		if err != nil {
+			return err
+		}
+		var pending []string
+		for _, a := range d.GetPendingActivities() {
+			if a.GetActivityType().GetName() == "FinishOrder" {
+				return nil
+			}
+			pending = append(pending, a.GetActivityType().GetName())
+		}
+		return fmt.Errorf("the payment timer has not fired yet (pending activities %v, status %v)", pending, d.GetWorkflowExecutionInfo().GetStatus())
+	})
+	refused := s.pay(id, "ida")
+	p := s.wantProblem(refused, http.StatusConflict, wire.CodeInvalidState)
+
+	s.reset("order-"+id, true)
+	if r := s.pay(id, "ida"); r.status != http.StatusOK && r.status != http.StatusAccepted {
+		t.Fatalf("pay in the reset run's payment window: %d %s", r.status, r.body)
+	}
+	s.waitStatus(id, "ida", domain.StatusPaid)
+	if p.OrderStatus.Final() {
+		t.Fatalf("the pay refused before the reset said the order is %s (%s); it ended PAID", p.OrderStatus, p.Detail)
 	}
 	if r := s.audited(sale.ID, true); !r.OK() || r.DBStock != 1 {
 		t.Fatalf("audit: %s", r)

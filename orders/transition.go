@@ -159,6 +159,13 @@ func (s *Service) refused(ctx context.Context, id int64, update string, want dom
 			// Decided by an earlier request of the same kind.
 			return s.answer(ctx, id, want, true)
 		}
+		if status == domain.StatusAwaitingPayment {
+			// The payment window has closed and the ending is being
+			// written: the workflow does not name an ending the database
+			// does not hold yet (a Reset could still undo it), so the row
+			// tells, once it has it.
+			return Outcome{}, s.ending(ctx, id, update)
+		}
 		return Outcome{}, stateError(update, status)
 	case errors.As(err, &nf):
 		// The workflow has closed; its row says how the order ended,
@@ -175,6 +182,29 @@ func (s *Service) refused(ctx context.Context, id int64, update string, want dom
 		return Outcome{}, ErrNotConfirmed
 	}
 	return Outcome{}, unavailable(err)
+}
+
+// ending waits up to PayWait for the row of an order whose workflow is
+// ending it to say how it ended, and refuses the transition with that
+// status, or with AWAITING_PAYMENT ("being ended") if the row has not
+// changed by then.
+func (s *Service) ending(ctx context.Context, id int64, update string) error {
+	deadline := time.Now().Add(s.cfg.PayWait)
+	for {
+		row, err := s.deps.Store.Order(ctx, id)
+		if err != nil {
+			return unavailable(err)
+		}
+		status := domain.Status(row.Status)
+		if status != domain.StatusAwaitingPayment || !time.Now().Before(deadline) {
+			return stateError(update, status)
+		}
+		select {
+		case <-ctx.Done():
+			return unavailable(ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // answer reads the order's row once the transition is decided: recorded
@@ -198,8 +228,13 @@ func (s *Service) answer(ctx context.Context, id int64, want domain.Status, reco
 // stateError says why a transition was refused, with the order's status.
 func stateError(what string, status domain.Status) error {
 	detail := fmt.Sprintf("cannot %s: the order is %s", what, status)
-	if status == domain.StatusPending {
+	switch status {
+	case domain.StatusPending:
 		detail = fmt.Sprintf("cannot %s yet: the order is still being placed; retry in a moment", what)
+	case domain.StatusAwaitingPayment:
+		// The workflow refused while the row still awaits payment: its
+		// payment window has closed and the ending is being written.
+		detail = fmt.Sprintf("cannot %s: the order's payment window has closed and it is being ended; read it in a moment", what)
 	}
 	return &domain.StateError{Status: status, Detail: detail}
 }

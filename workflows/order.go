@@ -228,8 +228,11 @@ type order struct {
 	reason  string
 	// decisions wakes the wait when an update decides.
 	decisions workflow.Channel
-	// done is set once the order's final state is recorded.
-	done bool
+	// byUpdate: the decision came from a pay or cancel update, which a
+	// Reset re-delivers to the new run. written: the decision is in the
+	// database (the row's final status). done is set once the order's
+	// final state is recorded.
+	byUpdate, written, done bool
 }
 
 func (o *order) run(ctx workflow.Context, in OrderInput) (OrderState, error) {
@@ -336,6 +339,16 @@ func (o *order) allow(what string) error {
 	}
 	status := o.state.Status
 	if o.decided != "" && !o.done {
+		if !o.byUpdate && !o.written {
+			// The timer (or the workflow's cancellation) decided, and the
+			// row does not say so yet. A Reset now would start a run that
+			// knows nothing of it (a Reset re-delivers updates, not a
+			// fired timer) and gives the order a new payment window: the
+			// buyer is not told the ending before the database is. The
+			// answer carries the row's status.
+			return temporal.NewApplicationError(fmt.Sprintf("cannot %s: the order's payment window has closed and it is being ended; read it in a moment", what),
+				ErrTypeInvalidState, status)
+		}
 		status = o.decided // decided, still being carried out
 	}
 	detail := fmt.Sprintf("cannot %s: the order is %s", what, status)
@@ -354,6 +367,9 @@ func (o *order) decide(ctx workflow.Context, status domain.Status, reason string
 		// cancellation already under way does), not this request, which
 		// learns below how the order ended.
 	} else {
+		if o.decided == "" {
+			o.byUpdate = true
+		}
 		o.choose(status, reason)
 		o.decisions.SendAsync(true)
 	}
@@ -476,11 +492,13 @@ func (o *order) end(ctx workflow.Context, status domain.Status, reason string) (
 		if err := workflow.ExecuteActivity(cctx, a.CancelOrder, finish).Get(cctx, nil); err != nil {
 			return o.state, err // unreachable with unlimited retries
 		}
+		o.written = true
 	} else {
 		var final domain.Status
 		if err := workflow.ExecuteActivity(cctx, a.FinishOrder, finish).Get(cctx, &final); err != nil {
 			return o.state, err // unreachable with unlimited retries
 		}
+		o.written = true
 		if final == domain.StatusPaid {
 			// The row says the buyer paid: that sale stands, and its unit
 			// is neither restored nor released.
