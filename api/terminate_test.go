@@ -340,3 +340,103 @@ func TestResetBeforeAnExpiryIsWrittenTellsNoLie(t *testing.T) {
 		t.Fatalf("audit: %s", r)
 	}
 }
+
+// hold makes the database refuse, as if down for them alone, the order
+// writes that match cond (on the new row, NEW), until release: whatever
+// tries them retries.
+func (s *system) hold(name, event, cond string) (release func()) {
+	s.t.Helper()
+	ctx := context.Background()
+	_, err := s.store.DB().ExecContext(ctx, fmt.Sprintf(`
+		CREATE FUNCTION %[1]s() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			IF %[3]s THEN RAISE EXCEPTION 'the test holds this write'; END IF;
+			RETURN NEW;
+		END $$;
+		CREATE TRIGGER %[1]s BEFORE %[2]s ON orders FOR EACH ROW EXECUTE FUNCTION %[1]s();`, name, event, cond))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return func() {
+		s.t.Helper()
+		if _, err := s.store.DB().ExecContext(ctx, fmt.Sprintf("DROP TRIGGER %[1]s ON orders; DROP FUNCTION %[1]s()", name)); err != nil {
+			s.t.Fatal(err)
+		}
+	}
+}
+
+// cancelWorkflow is the Web UI's Cancel on an order's workflow.
+func (s *system) cancelWorkflow(orderID string) {
+	s.t.Helper()
+	if err := s.tc.CancelWorkflow(context.Background(), "order-"+orderID, ""); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// The Web UI's Cancel on an order awaiting payment and on one whose pay
+// was accepted but not recorded yet: the first ends CANCELLED with its
+// unit back on sale and a later pay refused as CANCELLED; the second
+// ends PAID, as its buyer was told (an accepted payment is final).
+func TestWebUICancel(t *testing.T) {
+	s := start(t, options{cfg: api.Config{PayWait: time.Millisecond}})
+	sale := s.createSale(3)
+
+	awaiting := s.purchase(sale.ID, "cy")
+	s.waitStatus(awaiting, "cy", domain.StatusAwaitingPayment)
+	s.cancelWorkflow(awaiting)
+	s.waitStatus(awaiting, "cy", domain.StatusCancelled)
+	p := s.wantProblem(s.pay(awaiting, "cy"), http.StatusConflict, wire.CodeInvalidState)
+	if p.OrderStatus != domain.StatusCancelled {
+		t.Fatalf("pay after the Web UI's Cancel names %s, want CANCELLED", p.OrderStatus)
+	}
+
+	paying := s.purchase(sale.ID, "di")
+	s.waitStatus(paying, "di", domain.StatusAwaitingPayment)
+	release := s.hold("hold_payment", "UPDATE", "NEW.status = 'PAID'")
+	if r := s.pay(paying, "di"); r.status != http.StatusAccepted {
+		t.Fatalf("pay while the payment cannot be written: %d %s, want 202", r.status, r.body)
+	}
+	s.cancelWorkflow(paying)
+	release()
+	s.waitStatus(paying, "di", domain.StatusPaid)
+
+	if r := s.audited(sale.ID, true); !r.OK() || r.DBStock != 2 || r.RedisRemaining != 2 {
+		t.Fatalf("audit (want 2 units left: the cancelled one back): %s", r)
+	}
+}
+
+// The Web UI's Cancel and Reset on PENDING orders, whose workflow is still
+// placing them (the database refuses the row for now): the cancelled one
+// ends CANCELLED with a row and its unit back; the reset one is placed by
+// the new run once the database takes it, and its buyer pays.
+func TestWebUIActionsOnAPendingOrder(t *testing.T) {
+	s := start(t, options{})
+	sale := s.createSale(3)
+	release := s.hold("hold_rows", "INSERT", "NEW.status = 'AWAITING_PAYMENT'")
+	cancelled := s.purchase(sale.ID, "ed")
+	reset := s.purchase(sale.ID, "flo")
+	for _, id := range []string{cancelled, reset} {
+		testenv.Eventually(t, time.Minute, func() error {
+			_, err := s.tc.DescribeWorkflowExecution(context.Background(), "order-"+id, "")
+			return err
+		})
+	}
+	s.cancelWorkflow(cancelled)
+	s.reset("order-"+reset, true)
+	if o, _ := s.getOrder(reset, "flo"); o.Status != domain.StatusPending {
+		t.Fatalf("the reset order is %s while the database refuses its row, want PENDING", o.Status)
+	}
+	release()
+
+	s.waitStatus(cancelled, "ed", domain.StatusCancelled)
+	if p := s.wantProblem(s.pay(cancelled, "ed"), http.StatusConflict, wire.CodeInvalidState); p.OrderStatus != domain.StatusCancelled {
+		t.Fatalf("pay of the cancelled PENDING order names %s, want CANCELLED", p.OrderStatus)
+	}
+	s.waitStatus(reset, "flo", domain.StatusAwaitingPayment)
+	if r := s.pay(reset, "flo"); r.status != http.StatusOK {
+		t.Fatalf("pay of the reset order: %d %s", r.status, r.body)
+	}
+	if r := s.audited(sale.ID, true); !r.OK() || r.DBStock != 2 || r.RedisRemaining != 2 {
+		t.Fatalf("audit (want 2 units left: the cancelled one back): %s", r)
+	}
+}
