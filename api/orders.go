@@ -75,6 +75,7 @@ func (s *Server) registerOrders() {
 		Description: "The orders admitted in the last year, newest (highest id) first, orders not written yet (PENDING) among them. " +
 			"Paged: the next page is the `Link` header's rel=\"next\" URL; a page walk lists every order once.",
 		Responses: s.problems(errNoToken, errBadCursor, errInvalid, errUnavailable),
+		Metadata:  map[string]any{pagedList: true},
 	}, s.listOrders)
 
 	huma.Register(s.api, huma.Operation{

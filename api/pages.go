@@ -86,8 +86,16 @@ type PageLink struct {
 // the next page.
 type requestURLKey struct{}
 
-// keepURL is the middleware that puts the request's URL in the context.
+// pagedList marks the operations that link to their next page.
+const pagedList = "paged-list"
+
+// keepURL is the middleware that puts the request's URL in the context of
+// the lists (and of nothing else: a purchase pays for no copy of it).
 func keepURL(ctx huma.Context, next func(huma.Context)) {
+	if ctx.Operation().Metadata[pagedList] != true {
+		next(ctx)
+		return
+	}
 	u := ctx.URL()
 	next(huma.WithValue(ctx, requestURLKey{}, &u))
 }

@@ -110,7 +110,7 @@ func (s *Server) registerSaleOrders() {
 			"Paged: the next page is the `Link` header's rel=\"next\" URL. A walk through the pages lists every order that had a row when the walk began " +
 			"and still matches the filter when the walk reaches it exactly once, and no order twice; an order written during the walk is listed if the walk " +
 			"has not passed its id yet. Orders admitted but not written yet are counted in the first page's `Seckill-Unlisted-Orders` header.",
-		Security: bearer, Metadata: map[string]any{adminOnly: true},
+		Security: bearer, Metadata: map[string]any{adminOnly: true, pagedList: true},
 		Responses: s.problems(errNoToken, errAdminsOnly, errNoSale, errBadCursor, errInvalid, errUnavailable),
 	}, s.listSaleOrders)
 

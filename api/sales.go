@@ -60,8 +60,8 @@ func (s *Server) registerSales() {
 		OperationID: "list-sales", Method: http.MethodGet, Path: "/v1/sales",
 		Summary: "List sales, newest first", Tags: []string{"sales"},
 		Description: "Paged: the next page is the `Link` header's rel=\"next\" URL.",
-		Security:    public,
-		Responses:   s.problems(errBadCursor, errInvalid, errUnavailable),
+		Security:    public, Metadata: map[string]any{pagedList: true},
+		Responses: s.problems(errBadCursor, errInvalid, errUnavailable),
 	}, func(ctx context.Context, in *struct{ PageQuery }) (*listSalesOutput, error) {
 		before, err := decodeCursor(listSales, in.Cursor)
 		if err != nil {
