@@ -44,6 +44,9 @@ type Engine struct {
 	// Wait bounds the measurement, from the dial to the last workflow
 	// listed as completed. Zero: no bound but the caller's context.
 	Wait time.Duration
+	// Connect, if set, sets the client's TLS and credentials (the
+	// system's --temporal-tls and --temporal-api-key flags).
+	Connect func(*client.Options) error
 }
 
 // engineParallel is the relay's default number of workflow starts in
@@ -94,13 +97,19 @@ func TemporalEngine(e Engine) func(ctx context.Context, run string) (EngineCeili
 			}
 			return nil
 		}
-		dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		c, err := client.DialContext(dctx, client.Options{
+		copts := client.Options{
 			HostPort: e.Address, Namespace: e.Namespace,
 			// The SDK's default logger writes to stdout, which --json owns.
 			Logger:            sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))),
 			ConnectionOptions: client.ConnectionOptions{DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(count)}},
-		})
+		}
+		if e.Connect != nil {
+			if err := e.Connect(&copts); err != nil {
+				return res, err
+			}
+		}
+		dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		c, err := client.DialContext(dctx, copts)
 		cancel()
 		if err != nil {
 			return res, fmt.Errorf("dial temporal at %s: %w", e.Address, err)

@@ -37,7 +37,7 @@ func createNamespace(sqlCfg *config.SQL, opts TemporalOptions) error {
 // not checked here: an existing namespace that lacks some is the caller's
 // to fix (worker.RegisterSearchAttributes, which seckill runs at start).
 func (t *Temporal) configure(ctx context.Context, opts TemporalOptions, logger *slog.Logger) error {
-	c, err := dialFrontend(ctx, t.frontend, t.namespace, logger)
+	c, err := dialFrontend(ctx, t.frontend, t.namespace, opts.APIKey, logger)
 	if err != nil {
 		return err
 	}
@@ -45,13 +45,14 @@ func (t *Temporal) configure(ctx context.Context, opts TemporalOptions, logger *
 	return ensureRetention(ctx, c, t.namespace, opts.Retention)
 }
 
-func dialFrontend(ctx context.Context, addr, namespace string, logger *slog.Logger) (client.Client, error) {
+func dialFrontend(ctx context.Context, addr, namespace, apiKey string, logger *slog.Logger) (client.Client, error) {
+	opts := client.Options{HostPort: addr, Namespace: namespace, Logger: sdklog.NewStructuredLogger(logger)}
+	if apiKey != "" {
+		opts.Credentials = client.NewAPIKeyStaticCredentials(apiKey)
+		opts.ConnectionOptions.TLSDisabled = true // a plain local frontend
+	}
 	for {
-		c, err := client.DialContext(ctx, client.Options{
-			HostPort:  addr,
-			Namespace: namespace,
-			Logger:    sdklog.NewStructuredLogger(logger),
-		})
+		c, err := client.DialContext(ctx, opts)
 		if err == nil {
 			return c, nil
 		}

@@ -77,6 +77,10 @@ type TemporalOptions struct {
 	LogLevel string
 	// Logger receives the server's log lines; nil logs text to stderr.
 	Logger *slog.Logger
+	// APIKey, if set, is the key a caller must present ("Authorization:
+	// Bearer <key>") to call into a namespace (auth.go). The server's own
+	// clients (namespace setup, the Web UI) present it too.
+	APIKey string
 	// DynamicConfig overrides server dynamic config, keyed as in the server's
 	// dynamicconfig package (e.g. "frontend.rps": 10000), on top of
 	// defaultDynamicConfig.

@@ -56,9 +56,9 @@ func (r *reservation) release() {
 
 // serviceConfigs gives every service its own free gRPC and membership ports
 // (never the usual 7234/7235/6933…), so that servers do not collide.
-func serviceConfigs(ports *reservation, frontendIP, internalIP string, frontendPort int) (map[string]config.Service, error) {
-	services := make(map[string]config.Service, 4)
-	for _, name := range []string{"frontend", "history", "matching", "worker"} {
+func serviceConfigs(ports *reservation, frontendIP, internalIP string, frontendPort int, names []string) (map[string]config.Service, error) {
+	services := make(map[string]config.Service, len(names))
+	for _, name := range names {
 		bindIP, grpcPort := internalIP, 0
 		var err error
 		if name == "frontend" {

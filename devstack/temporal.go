@@ -6,16 +6,17 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	uiserver "github.com/temporalio/ui-server/v2/server"
-	"go.temporal.io/server/common/authorization"
 	"go.temporal.io/server/common/cluster"
 	"go.temporal.io/server/common/config"
 	"go.temporal.io/server/common/dynamicconfig"
+	"go.temporal.io/server/common/primitives"
 	"go.temporal.io/server/temporal"
 )
 
@@ -85,7 +86,14 @@ func StartTemporal(ctx context.Context, opts TemporalOptions) (*Temporal, error)
 			return nil, fmt.Errorf("devstack: UI port: %w", err)
 		}
 	}
-	services, err := serviceConfigs(&serverPorts, opts.IP, hosts.internal, frontendPort)
+	names := slices.Clone(temporal.DefaultServices)
+	if opts.APIKey != "" {
+		// The server's own calls (its system workers, the operator API's
+		// lookups) go through an internal frontend, which trusts them:
+		// the public one wants the key, which they do not have.
+		names = append(names, string(primitives.InternalFrontendService))
+	}
+	services, err := serviceConfigs(&serverPorts, opts.IP, hosts.internal, frontendPort, names)
 	if err != nil {
 		return nil, err
 	}
@@ -105,18 +113,17 @@ func StartTemporal(ctx context.Context, opts TemporalOptions) (*Temporal, error)
 
 	serverPorts.release()
 	var srv temporal.Server
+	authorizer, claimMapper := authOptions(opts.APIKey)
 	err = recoverFatal(func() error {
 		var err error
 		srv, err = temporal.NewServer(
 			temporal.WithConfig(cfg),
-			temporal.ForServices(temporal.DefaultServices),
+			temporal.ForServices(names),
 			temporal.WithLogger(srvLogger),
 			temporal.WithDynamicConfigClient(dc),
-			// A dev server has no auth; say so rather than rely on nil meaning "off".
-			temporal.WithAuthorizer(authorization.NewNoopAuthorizer()),
-			temporal.WithClaimMapper(func(*config.Config) authorization.ClaimMapper {
-				return authorization.NewNoopClaimMapper()
-			}),
+			// Say what auth there is rather than rely on nil meaning "off".
+			temporal.WithAuthorizer(authorizer),
+			temporal.WithClaimMapper(claimMapper),
 		)
 		return err
 	})
@@ -207,8 +214,18 @@ func serverConfig(opts TemporalOptions, sqlCfg *config.SQL, services map[string]
 			Visibility: config.VisibilityArchivalNamespaceDefaults{State: "disabled"},
 		}},
 		// The server's own system workers dial the frontend through this.
-		PublicClient: config.PublicClient{HostPort: frontendAddr},
+		PublicClient: publicClient(opts, frontendAddr),
 	}
+}
+
+// publicClient is how the server's system workers reach a frontend: the
+// public one, or, with an API key, the internal frontend (found through
+// membership, so no address).
+func publicClient(opts TemporalOptions, frontendAddr string) config.PublicClient {
+	if opts.APIKey != "" {
+		return config.PublicClient{}
+	}
+	return config.PublicClient{HostPort: frontendAddr}
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {

@@ -37,6 +37,7 @@ type BenchCmd struct {
 	TemporalAddress   string `name:"temporal-address" env:"TEMPORAL_ADDRESS" help:"The system's Temporal frontend host:port, to measure the engine's ceiling on it with no-op workflows (optional)."`
 	TemporalNamespace string `name:"temporal-namespace" env:"TEMPORAL_NAMESPACE" default:"default" help:"Temporal namespace of the engine ceiling's workflows."`
 	EngineWorkflows   int    `name:"engine-workflows" default:"1000" help:"No-op workflows of the engine ceiling (0 = not measured)."`
+	TemporalConn
 
 	CPU  []string `name:"cpu" sep:"none" placeholder:"NAME=SOURCE" help:"A component whose CPU to sample, repeatable; SOURCE is an http(s) /metrics URL, redis, pid:N or comm:NAME. Default: api=<target>/metrics, redis (with --redis-addr) and postgres=comm:postgres (if running here)."`
 	JSON bool     `name:"json" help:"Print the result as one JSON object."`
@@ -71,7 +72,8 @@ func (c *BenchCmd) Run(ctx context.Context) error {
 	case c.TemporalAddress == "":
 		opts.NotMeasured["engine_ceiling"] = "needs --temporal-address"
 	default:
-		opts.Engine = bench.TemporalEngine(bench.Engine{Address: c.TemporalAddress, Namespace: c.TemporalNamespace, Workflows: c.EngineWorkflows, Wait: c.Wait})
+		opts.Engine = bench.TemporalEngine(bench.Engine{Address: c.TemporalAddress, Namespace: c.TemporalNamespace, Workflows: c.EngineWorkflows, Wait: c.Wait,
+			Connect: c.TemporalConn.apply})
 	}
 	sources := bench.DefaultCPUSources(c.Target, ro != nil)
 	if len(c.CPU) > 0 {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/seckill/seckill/internal/redisconf"
 	"github.com/seckill/seckill/push"
+	"github.com/seckill/seckill/internal/temporalconf"
 	"github.com/seckill/seckill/redisack"
 	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
@@ -40,6 +41,27 @@ type Services struct {
 	RedlockAddrs      []string      `name:"redlock-addrs" env:"SECKILL_REDLOCK_ADDRS" sep:"," help:"Independent Redis nodes for Redlock (comma-separated); default: the main Redis only."`
 	TemporalAddress   string        `name:"temporal-address" env:"TEMPORAL_ADDRESS" default:"127.0.0.1:7233" help:"Temporal frontend host:port."`
 	TemporalNamespace string        `name:"temporal-namespace" env:"TEMPORAL_NAMESPACE" default:"default" help:"Temporal namespace."`
+	TemporalConn
+}
+
+// TemporalConn is how a process reaches Temporal besides its address: TLS,
+// mTLS, an API key (internal/temporalconf). The environment variables are
+// the Temporal CLI's.
+type TemporalConn struct {
+	TemporalTLS           string `name:"temporal-tls" env:"TEMPORAL_TLS" enum:"auto,on,off" default:"auto" help:"TLS to Temporal: on, off, or auto (on with a CA, a client certificate or an API key)."`
+	TemporalTLSCA         string `name:"temporal-tls-ca" env:"TEMPORAL_TLS_CA" type:"existingfile" help:"CA certificate (PEM) that verifies Temporal's; default: the system's roots."`
+	TemporalTLSCert       string `name:"temporal-tls-cert" env:"TEMPORAL_TLS_CERT" type:"existingfile" help:"Client certificate (PEM) for mTLS, with --temporal-tls-key."`
+	TemporalTLSKey        string `name:"temporal-tls-key" env:"TEMPORAL_TLS_KEY" type:"existingfile" help:"Private key (PEM) of --temporal-tls-cert."`
+	TemporalTLSServerName string `name:"temporal-tls-server-name" env:"TEMPORAL_TLS_SERVER_NAME" help:"Name Temporal's certificate must carry; default: the host of --temporal-address."`
+	TemporalAPIKey        string `name:"temporal-api-key" env:"TEMPORAL_API_KEY" help:"API key sent as a bearer token on every Temporal call (Temporal Cloud). A secret: pass it in the environment."`
+}
+
+// apply sets the connection options and credentials of o.
+func (c TemporalConn) apply(o *client.Options) error {
+	return temporalconf.Settings{
+		TLS: c.TemporalTLS, CAFile: c.TemporalTLSCA, CertFile: c.TemporalTLSCert, KeyFile: c.TemporalTLSKey,
+		ServerName: c.TemporalTLSServerName, APIKey: c.TemporalAPIKey,
+	}.Apply(o)
 }
 
 // deps are the connected services.
@@ -147,13 +169,16 @@ func (s Services) connect(ctx context.Context, needTemporal bool, tp trace.Trace
 		if tp != nil {
 			interceptors = append(interceptors, worker.ClientTracing(tp))
 		}
-		d.temporal, err = client.NewLazyClient(client.Options{
+		opts := client.Options{
 			HostPort:       s.TemporalAddress,
 			Namespace:      s.TemporalNamespace,
 			Logger:         sdklog.NewStructuredLogger(slog.Default().With("component", "temporal-sdk")),
 			MetricsHandler: temporalMetrics(d.registry),
 			Interceptors:   interceptors,
-		})
+		}
+		if err = s.TemporalConn.apply(&opts); err == nil {
+			d.temporal, err = client.NewLazyClient(opts)
+		}
 		if err != nil {
 			d.Close()
 			return nil, fmt.Errorf("temporal client: %w", err)

@@ -11,6 +11,7 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/seckill/seckill/devstack"
+	"github.com/seckill/seckill/internal/temporalconf"
 	"github.com/seckill/seckill/worker"
 	"github.com/seckill/seckill/workflows"
 )
@@ -26,6 +27,7 @@ type TemporalCmd struct {
 	DataDir       string `name:"data-dir" help:"Keep Temporal's state in DIR/temporal.db (default: in memory)."`
 	HistoryShards int    `name:"history-shards" default:"1" help:"History shards (fixed when the database is created)."`
 	Verbose       bool   `name:"verbose" help:"Log the Temporal server at info level instead of warn."`
+	APIKey        string `name:"api-key" env:"SECKILL_TEMPORAL_SERVER_API_KEY" help:"Refuse a namespace's calls without 'Authorization: Bearer KEY' (as Temporal Cloud does; clients pass --temporal-api-key). The Web UI cannot present it: its pages are refused."`
 }
 
 func (c *TemporalCmd) Run(ctx context.Context) error {
@@ -35,7 +37,7 @@ func (c *TemporalCmd) Run(ctx context.Context) error {
 	}
 	// A namespace the server creates has them already; one in an older
 	// --data-dir database may lack them.
-	if err := registerSearchAttributes(ctx, t); err != nil {
+	if err := registerSearchAttributes(ctx, t, c.APIKey); err != nil {
 		_ = t.Stop()
 		return err
 	}
@@ -57,6 +59,7 @@ func (c *TemporalCmd) options() devstack.TemporalOptions {
 		SearchAttributes: workflows.SearchAttributeTypes,
 		LogLevel:         "warn",
 		Logger:           slog.New(slog.NewTextHandler(os.Stderr, nil)).With("component", "temporal-server"),
+		APIKey:           c.APIKey,
 	}
 	if c.Verbose {
 		opts.LogLevel = "info"
@@ -67,11 +70,15 @@ func (c *TemporalCmd) options() devstack.TemporalOptions {
 	return opts
 }
 
-func registerSearchAttributes(ctx context.Context, t *devstack.Temporal) error {
-	c, err := client.DialContext(ctx, client.Options{
+func registerSearchAttributes(ctx context.Context, t *devstack.Temporal, apiKey string) error {
+	opts := client.Options{
 		HostPort: t.FrontendAddress(), Namespace: t.Namespace(),
 		Logger: sdklog.NewStructuredLogger(slog.Default().With("component", "temporal-sdk")),
-	})
+	}
+	if err := (temporalconf.Settings{APIKey: apiKey, TLS: "off"}).Apply(&opts); err != nil {
+		return err
+	}
+	c, err := client.DialContext(ctx, opts)
 	if err != nil {
 		return fmt.Errorf("temporal client: %w", err)
 	}

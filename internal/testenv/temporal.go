@@ -112,6 +112,9 @@ type Temporal struct {
 	bin     string
 	port    int
 	dataDir string
+	// Args are more arguments of `seckill temporal` (e.g. --api-key K),
+	// set before Start.
+	Args []string
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -150,7 +153,7 @@ func (tp *Temporal) Start() {
 	if tp.cmd != nil {
 		tp.t.Fatal("temporal already running")
 	}
-	cmd := exec.Command(tp.bin, "temporal", "--port", fmt.Sprint(tp.port), "--ui-port=-1", "--data-dir", tp.dataDir)
+	cmd := exec.Command(tp.bin, append([]string{"temporal", "--port", fmt.Sprint(tp.port), "--ui-port=-1", "--data-dir", tp.dataDir}, tp.Args...)...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		tp.t.Fatal(err)
