@@ -21,8 +21,8 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/seckill/seckill/internal/redisconf"
-	"github.com/seckill/seckill/push"
 	"github.com/seckill/seckill/internal/temporalconf"
+	"github.com/seckill/seckill/push"
 	"github.com/seckill/seckill/redisack"
 	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
