@@ -72,6 +72,14 @@ const VersionLeanSaga workflow.Version = 2
 // recorded so that workflows started before it keep their behaviour.
 const VersionDeadline workflow.Version = 3
 
+// VersionPaidWhilePlacing is version 4: a payment decided while the order
+// is being placed (a Reset re-delivers an accepted pay to a run that
+// places the order again) survives the workflow's cancellation: the order
+// is placed and paid on a disconnected context, where before the
+// cancellation ended it CANCELLED and its buyer, told the pay was taken,
+// lost it. It adds commands only on that path.
+const VersionPaidWhilePlacing workflow.Version = 4
+
 // DefaultPaymentTimeout is how long a buyer has to pay.
 const DefaultPaymentTimeout = 15 * time.Minute
 
@@ -195,8 +203,9 @@ func OrderWorkflow(ctx workflow.Context, in OrderInput) (OrderState, error) {
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (OrderState, error) { return o.state, nil }); err != nil {
 		return o.state, err
 	}
-	version := workflow.GetVersion(ctx, VersionUpdates, workflow.DefaultVersion, VersionDeadline)
+	version := workflow.GetVersion(ctx, VersionUpdates, workflow.DefaultVersion, VersionPaidWhilePlacing)
 	o.v1, o.lean, o.strictDeadline = version >= 1, version >= VersionLeanSaga, version >= VersionDeadline
+	o.paidWhilePlacing = version >= VersionPaidWhilePlacing
 	o.decisions = workflow.NewBufferedChannel(ctx, 1)
 	if err := o.handleUpdates(ctx); err != nil {
 		return o.state, err
@@ -220,6 +229,8 @@ type order struct {
 	// true for those started at VersionLeanSaga or later, strictDeadline
 	// for those started at VersionDeadline or later.
 	v1, lean, strictDeadline bool
+	// paidWhilePlacing: started at VersionPaidWhilePlacing or later.
+	paidWhilePlacing bool
 	// deadline is when the payment timer fires; zero until it is set.
 	deadline time.Time
 	// decided is the outcome chosen while awaiting payment (PAID,
@@ -255,7 +266,16 @@ func (o *order) run(ctx workflow.Context, in OrderInput) (OrderState, error) {
 		// One local activity, one transaction: the unit and the row, and
 		// the buyer told. A refusal left nothing behind but what the
 		// registered RestoreStock finds (its tombstone).
-		if err := workflow.ExecuteLocalActivity(fctx, placeOrder, o.ref).Get(ctx, nil); err != nil {
+		err := workflow.ExecuteLocalActivity(fctx, placeOrder, o.ref).Get(ctx, nil)
+		if err != nil && temporal.IsCanceledError(err) && o.paidWhilePlacing && o.decided == domain.StatusPaid {
+			// Cancelled while placing an order whose payment is decided:
+			// a decided payment is final (§4.4), so the order is placed
+			// and paid on a context the cancellation does not end.
+			ctx, _ = workflow.NewDisconnectedContext(ctx)
+			fctx = workflow.WithLocalActivityOptions(ctx, forwardOptions)
+			err = workflow.ExecuteLocalActivity(fctx, placeOrder, o.ref).Get(ctx, nil)
+		}
+		if err != nil {
 			if isSaleCancelled(err) {
 				return o.end(ctx, domain.StatusCancelled, "sale cancelled")
 			}

@@ -314,7 +314,7 @@ func TestNotifyFailureDoesNotFailTheOrder(t *testing.T) {
 // histories replay in replay_test.go).
 func TestOrderBeforeLeanSaga(t *testing.T) {
 	env, s := newEnv(t, nil)
-	env.OnGetVersion(VersionUpdates, workflow.DefaultVersion, VersionDeadline).Return(workflow.Version(1))
+	env.OnGetVersion(VersionUpdates, workflow.DefaultVersion, VersionPaidWhilePlacing).Return(workflow.Version(1))
 	env.RegisterDelayedCallback(func() { update(t, env, UpdatePay, wantState(t, domain.StatusPaid)) }, time.Minute)
 	if st := run(t, env, OrderInput{Order: testRef}); st.Status != domain.StatusPaid {
 		t.Fatalf("status = %s, want PAID", st.Status)

@@ -154,7 +154,7 @@ func TestPayBeforeTheOrderIsPlaced(t *testing.T) {
 				}
 				return nil
 			}})
-			env.OnGetVersion(VersionUpdates, workflow.DefaultVersion, VersionDeadline).Return(v)
+			env.OnGetVersion(VersionUpdates, workflow.DefaultVersion, VersionPaidWhilePlacing).Return(v)
 			if v < VersionDeadline {
 				env.RegisterDelayedCallback(func() { update(t, env, UpdatePay, wantState(t, domain.StatusPaid)) }, time.Minute)
 			}
@@ -166,6 +166,46 @@ func TestPayBeforeTheOrderIsPlaced(t *testing.T) {
 			}
 			if n := s.ran("MarkPaid"); n != 1 {
 				t.Fatalf("MarkPaid ran %d times, want 1", n)
+			}
+		})
+	}
+}
+
+// A pay decided while the order is being placed (a Reset re-delivers an
+// accepted pay to a run that places the order again), then the Web UI's
+// Cancel while the placing still retries: the payment stands, the order is
+// placed and paid, nothing compensated (VersionPaidWhilePlacing; before
+// it, the order ended CANCELLED).
+func TestCancelWhilePlacingKeepsADecidedPayment(t *testing.T) {
+	for _, v := range []workflow.Version{VersionDeadline, VersionPaidWhilePlacing} {
+		t.Run(fmt.Sprint("version ", v), func(t *testing.T) {
+			var env *testsuite.TestWorkflowEnvironment
+			attempts := 0
+			env, s := newEnv(t, map[string]step{"PlaceOrder": func(context.Context) error {
+				if attempts++; attempts == 1 {
+					env.RegisterDelayedCallback(func() {
+						update(t, env, UpdatePay, func(*testing.T, outcome) {})
+						env.RegisterDelayedCallback(env.CancelWorkflow, 0)
+					}, 0)
+				}
+				if attempts < 3 {
+					return errors.New("connection reset")
+				}
+				return nil
+			}})
+			env.OnGetVersion(VersionUpdates, workflow.DefaultVersion, VersionPaidWhilePlacing).Return(v)
+			env.ExecuteWorkflow(OrderWorkflow, OrderInput{Order: testRef})
+			var st OrderState
+			_ = env.GetWorkflowResult(&st)
+			want := domain.StatusPaid
+			if v < VersionPaidWhilePlacing {
+				want = domain.StatusCancelled // as workflows started before it still end
+			}
+			if st.Status != want {
+				t.Fatalf("status = %s, want %s", st.Status, want)
+			}
+			if want == domain.StatusPaid && (s.ran("MarkPaid") != 1 || s.ran("RestoreStock")+s.ran("ReleaseReservation") != 0) {
+				t.Fatalf("MarkPaid ran %d times, compensations %d; want 1 and 0", s.ran("MarkPaid"), s.ran("RestoreStock")+s.ran("ReleaseReservation"))
 			}
 		})
 	}
