@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -48,6 +49,7 @@ type system struct {
 	signer   *auth.Signer
 	srv      *api.Server
 	tracing  trace.TracerProvider
+	stopW    func() // stops the worker (once)
 }
 
 type options struct {
@@ -127,7 +129,8 @@ func (s *system) startWorker() {
 	if err := w.Start(); err != nil {
 		s.t.Fatal(err)
 	}
-	s.t.Cleanup(w.Stop)
+	s.stopW = sync.OnceFunc(w.Stop)
+	s.t.Cleanup(s.stopW)
 }
 
 func (s *system) token(user, role string) string {

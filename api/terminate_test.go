@@ -440,3 +440,31 @@ func TestWebUIActionsOnAPendingOrder(t *testing.T) {
 		t.Fatalf("audit (want 2 units left: the cancelled one back): %s", r)
 	}
 }
+
+// A pay accepted (202) and not recorded, then the Web UI's Reset, and the
+// reset run terminated before it took up the pay the Reset gave it again
+// (no worker is running): the reconciler reads that re-delivered pay in the
+// closed run's history and ends the order PAID, as its buyer was told.
+func TestTerminatedResetRunKeepsTheAcceptedPay(t *testing.T) {
+	s := start(t, options{cfg: api.Config{PayWait: time.Millisecond}})
+	sale := s.createSale(2)
+	id := s.purchase(sale.ID, "gus")
+	s.waitStatus(id, "gus", domain.StatusAwaitingPayment)
+	release := s.hold("hold_payment", "UPDATE", "NEW.status = 'PAID'")
+	if r := s.pay(id, "gus"); r.status != http.StatusAccepted {
+		t.Fatalf("pay while the payment cannot be written: %d %s, want 202", r.status, r.body)
+	}
+	s.stopW()
+	s.reset("order-"+id, true)
+	if err := s.tc.TerminateWorkflow(context.Background(), "order-"+id, "", "stopped from the Web UI"); err != nil {
+		t.Fatal(err)
+	}
+	release()
+	if e := s.endStranded(id); e.Status != domain.StatusPaid {
+		t.Fatalf("the reconciler ended the order %s (%s), want PAID: its pay was accepted", e.Status, e.Reason)
+	}
+	s.waitStatus(id, "gus", domain.StatusPaid)
+	if r := s.audited(sale.ID, true); !r.OK() || r.DBStock != 1 {
+		t.Fatalf("audit: %s", r)
+	}
+}

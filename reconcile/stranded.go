@@ -9,7 +9,7 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
-	historypb "go.temporal.io/api/history/v1"
+	updatepb "go.temporal.io/api/update/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
@@ -163,11 +163,20 @@ func decision(ctx context.Context, tc client.Client, s Stranded) (domain.Status,
 		}
 		switch ev.GetEventType() {
 		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
-			switch ev.GetWorkflowExecutionUpdateAcceptedEventAttributes().GetAcceptedRequest().GetInput().GetName() {
-			case workflows.UpdatePay:
-				return domain.StatusPaid, "", nil
-			case workflows.UpdateCancel:
-				return domain.StatusCancelled, cancelReason(ev), nil
+			if status, reason, ok := updateDecision(ev.GetWorkflowExecutionUpdateAcceptedEventAttributes().GetAcceptedRequest().GetInput()); ok {
+				return status, reason, nil
+			}
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ADMITTED:
+			// A run started by a Reset gets the updates the run before it
+			// had accepted again, as admitted ones: that run had decided
+			// by them, and its buyer may have been told so, even if this
+			// run was closed before it accepted them itself.
+			a := ev.GetWorkflowExecutionUpdateAdmittedEventAttributes()
+			if a.GetOrigin() != enumspb.UPDATE_ADMITTED_EVENT_ORIGIN_REAPPLY {
+				continue
+			}
+			if status, reason, ok := updateDecision(a.GetRequest().GetInput()); ok {
+				return status, reason, nil
 			}
 		case enumspb.EVENT_TYPE_TIMER_FIRED:
 			return domain.StatusExpired, "payment timeout", nil
@@ -198,14 +207,20 @@ func decision(ctx context.Context, tc client.Client, s Stranded) (domain.Status,
 	return domain.StatusFailed, reason, nil
 }
 
-// cancelReason is the reason a buyer's accepted cancel carried.
-func cancelReason(ev *historypb.HistoryEvent) string {
-	var req workflows.CancelRequest
-	args := ev.GetWorkflowExecutionUpdateAcceptedEventAttributes().GetAcceptedRequest().GetInput().GetArgs()
-	if converter.GetDefaultDataConverter().FromPayloads(args, &req) != nil || req.Reason == "" {
-		return "cancelled by buyer"
+// updateDecision is what a pay or cancel update decides: PAID, or
+// CANCELLED with the reason the cancel carried.
+func updateDecision(in *updatepb.Input) (domain.Status, string, bool) {
+	switch in.GetName() {
+	case workflows.UpdatePay:
+		return domain.StatusPaid, "", true
+	case workflows.UpdateCancel:
+		var req workflows.CancelRequest
+		if converter.GetDefaultDataConverter().FromPayloads(in.GetArgs(), &req) != nil || req.Reason == "" {
+			return domain.StatusCancelled, "cancelled by buyer", true
+		}
+		return domain.StatusCancelled, req.Reason, true
 	}
-	return req.Reason
+	return "", "", false
 }
 
 // Stranded ends every stranded order (of every sale): see FindStranded.
