@@ -1,0 +1,115 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+)
+
+// The verdict: the ratios between the phases' figures and the limits
+// measured beside them, and the invariant checks.
+
+// measureLimits measures the limits the run is compared with, on the quiet
+// system before the sale: measured after it, they would compete with the
+// sagas for the same cores. The engine goes first: its no-op workflows
+// leave the server work (visibility) that is waited out before the rest.
+func measureLimits(ctx context.Context, r *Result, o Options, run string, tokens []string, requests []int) error {
+	if o.Engine != nil {
+		e, err := o.Engine(ctx, run)
+		if err != nil {
+			return fmt.Errorf("temporal engine ceiling: %w", err)
+		}
+		r.Engine = &e
+	}
+	if o.Ceiling != nil {
+		d, err := o.Ceiling(ctx, o.Users, o.Stock, o.Concurrency)
+		if err != nil {
+			return fmt.Errorf("redis ceiling: %w", err)
+		}
+		r.CeilingSeconds = d.Seconds()
+	}
+	if o.BareAPI != nil {
+		l, err := measureHTTPLimit(ctx, o, tokens, requests)
+		if err != nil {
+			return fmt.Errorf("http limit: %w", err)
+		}
+		r.HTTPLimit = l
+	}
+	return nil
+}
+
+// ratios relates the run to the limits measured in it, and its CPU to
+// the work done; a ratio with a side not measured is left 0.
+func (r *Result) ratios() {
+	div := func(a, b float64) float64 {
+		if a <= 0 || b <= 0 {
+			return 0
+		}
+		return a / b
+	}
+	r.AdmissionVsCeil = div(r.AdmissionSeconds, r.CeilingSeconds)
+	if r.HTTPLimit != nil {
+		r.AdmissionVsHTTP = div(r.AdmissionSeconds, r.HTTPLimit.Seconds)
+		r.P99VsHTTP = div(r.Latency.P99, r.HTTPLimit.Latency.P99)
+	}
+	if r.Engine != nil && !r.AdmissionOnly {
+		r.SagaVsEngine = div(r.OrdersPerSecond, r.Engine.WorkflowsPerSec)
+	}
+	if r.CPU == nil {
+		return
+	}
+	if a := r.CPU.Admission; a != nil {
+		r.CPU.AdmissionMsPerRequest = 1000 * div(a.SystemSeconds, float64(r.Requests))
+		r.CPU.LoadGeneratorMsPerRequest = 1000 * div(a.LoadGeneratorSeconds, float64(r.Requests))
+	}
+	// Per order only when every order was created: otherwise the CPU
+	// was spent on orders not all counted.
+	if s := r.CPU.Saga; s != nil && r.AllCreated {
+		r.CPU.SagaMsPerOrder = 1000 * div(s.SystemSeconds, float64(r.Accepted))
+	}
+}
+
+// check applies the invariants visible through the stats endpoint.
+func (r *Result) check() {
+	st := r.Stats
+	violate := func(f string, a ...any) { r.Violations = append(r.Violations, fmt.Sprintf(f, a...)) }
+	if st.live() > st.Stock {
+		violate("oversold: %d live orders for %d units", st.live(), st.Stock)
+	}
+	if r.Accepted > r.Stock {
+		violate("%d purchases accepted for %d units", r.Accepted, r.Stock)
+	}
+	if r.AdmissionOnly {
+		// The sagas are still running: only what admission alone decides.
+		r.InvariantsOK = len(r.Violations) == 0
+		return
+	}
+	r.Violations = append(r.Violations, st.drift()...)
+	if !r.AllCreated {
+		violate("not every accepted order reached AWAITING_PAYMENT in time")
+	}
+	total := 0
+	for _, n := range st.Orders {
+		total += n
+	}
+	if total != r.Accepted {
+		violate("%d order rows for %d accepted purchases (lost or extra orders)", total, r.Accepted)
+	}
+	if r.Lost != nil && r.Lost.Lost > 0 {
+		violate("%d of %d accepted purchases have no order (lost 202s), e.g. %v", r.Lost.Lost, r.Lost.Checked, r.Lost.Sample)
+	}
+	r.InvariantsOK = len(r.Violations) == 0
+}
+
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}

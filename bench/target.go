@@ -1,0 +1,101 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/seckill/seckill/client"
+)
+
+// target is the api under test, reached over HTTP with a bounded number
+// of connections.
+
+// sampleMemory samples the api's memory through the whole run, if its
+// /metrics says (an api behind a proxy may not expose it). The returned
+// function stops it and records the peak.
+func (c *target) sampleMemory(ctx context.Context, r *Result, progress io.Writer) (stop func()) {
+	start, err := c.rss(ctx)
+	if err != nil {
+		if progress != nil {
+			fmt.Fprintf(progress, "api memory not measured: %v\n", err)
+		}
+		return func() {}
+	}
+	r.APIMemory.StartMiB = start
+	var peak atomic.Uint64
+	peak.Store(math.Float64bits(start))
+	wctx, stopWatch := context.WithCancel(ctx)
+	var watch sync.WaitGroup
+	watch.Go(func() { c.watchRSS(wctx, &peak) })
+	return func() {
+		stopWatch()
+		watch.Wait()
+		r.APIMemory.PeakMiB = math.Float64frombits(peak.Load())
+	}
+}
+
+// holdSockets opens one idle result websocket per token and records what
+// they cost the api; the returned function closes them.
+func (c *target) holdSockets(ctx context.Context, r *Result, tokens []string) (closeAll func(), err error) {
+	socks, err := c.openSockets(ctx, tokens, 32)
+	if err != nil {
+		return nil, err
+	}
+	// Let the sockets' snapshots finish before reading the cost.
+	if err := waitUntil(ctx, time.Now().Add(time.Second)); err != nil {
+		socks.close()
+		return nil, err
+	}
+	r.APIMemory.Websockets = len(tokens)
+	if after, err := c.rss(ctx); err == nil && r.APIMemory.StartMiB > 0 {
+		r.APIMemory.WebsocketsExtraMiB = after - r.APIMemory.StartMiB
+	}
+	return socks.close, nil
+}
+
+// target is the api under load: its REST API, its /metrics and its
+// websocket.
+type target struct {
+	base string
+	http *http.Client
+	api  *client.Client // anonymous: WithToken for each buyer
+}
+
+// newTarget returns a client of the api at base with connections enough
+// for concurrency requests in flight.
+func newTarget(base string, concurrency int) *target {
+	hc := &http.Client{
+		Timeout:   30 * time.Second,
+		Transport: &http.Transport{MaxIdleConns: concurrency * 2, MaxIdleConnsPerHost: concurrency * 2, IdleConnTimeout: time.Minute},
+	}
+	return &target{base: strings.TrimRight(base, "/"), http: hc, api: client.New(base, "", hc)}
+}
+
+// purchase buys one unit and names the outcome: ACCEPTED, an error code,
+// or HTTP_<status> / TRANSPORT.
+func (c *target) purchase(ctx context.Context, saleID, token string) (code, orderID string) {
+	p, err := c.api.WithToken(token).Purchase(ctx, saleID, "")
+	var refused *client.Error
+	switch {
+	case err == nil:
+		return "ACCEPTED", p.OrderID
+	case !errors.As(err, &refused):
+		return "TRANSPORT", ""
+	case refused.Problem.Code != "":
+		return refused.Problem.Code, ""
+	}
+	return fmt.Sprintf("HTTP_%d", refused.StatusCode), ""
+}
+
+func (c *target) stats(ctx context.Context, saleID, admin string) (Stats, error) {
+	st, err := c.api.WithToken(admin).Stats(ctx, saleID)
+	return Stats(st), err
+}
