@@ -110,7 +110,14 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 func FuzzVerify(f *testing.F) {
 	s, _ := NewSigner(secret)
-	valid, _ := s.Mint("carol", RoleBuyer, time.Hour)
+	// Minted at a fixed instant: the fuzzing engine runs this setup again
+	// in each worker process, and a token minted at time.Now would differ
+	// from the coordinator's seed whenever the second had turned between
+	// them, so a worker would meet a valid token it did not mint (a CI
+	// failure of 2026-11-25).
+	s.now = func() time.Time { return time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) }
+	valid, _ := s.Mint("carol", RoleBuyer, 100*365*24*time.Hour)
+	s.now = time.Now
 	f.Add(valid)
 	f.Add("")
 	f.Add("a.b.c")
