@@ -2,11 +2,14 @@ package devstack
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
 	namespacepb "go.temporal.io/api/namespace/v1"
+	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
@@ -64,6 +67,12 @@ func dialFrontend(ctx context.Context, addr, namespace, apiKey string, logger *s
 
 func ensureRetention(ctx context.Context, c client.Client, namespace string, retention time.Duration) error {
 	resp, err := c.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: namespace})
+	var missing *serviceerror.NamespaceNotFound
+	if errors.As(err, &missing) {
+		// A Postgres store is new: the namespace was not written before
+		// the server started (prepareDatabase), so it is registered here.
+		resp, err = registerNamespace(ctx, c, namespace, retention)
+	}
 	if err != nil {
 		return fmt.Errorf("devstack: describe namespace %q: %w", namespace, err)
 	}
@@ -78,4 +87,31 @@ func ensureRetention(ctx context.Context, c client.Client, namespace string, ret
 		return fmt.Errorf("devstack: set retention of namespace %q to %v: %w", namespace, retention, err)
 	}
 	return nil
+}
+
+// registerNamespace registers the namespace and waits until the frontend
+// knows it (its namespace cache refreshes every few seconds).
+func registerNamespace(ctx context.Context, c client.Client, namespace string, retention time.Duration) (*workflowservice.DescribeNamespaceResponse, error) {
+	_, err := c.WorkflowService().RegisterNamespace(ctx, &workflowservice.RegisterNamespaceRequest{
+		Namespace: namespace, WorkflowExecutionRetentionPeriod: durationpb.New(retention),
+	})
+	var exists *serviceerror.NamespaceAlreadyExists
+	if err != nil && !errors.As(err, &exists) {
+		return nil, fmt.Errorf("devstack: register namespace %q: %w", namespace, err)
+	}
+	for {
+		// DescribeNamespace reads the database; the other services (the
+		// operator API among them) know the namespace once their
+		// namespace caches refresh, which this second call waits for.
+		resp, err := c.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: namespace})
+		if err == nil {
+			_, err = c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: namespace})
+		}
+		if err == nil {
+			return resp, nil
+		}
+		if werr := sleepCtx(ctx, pollInterval); werr != nil {
+			return nil, fmt.Errorf("devstack: namespace %q registered but not known yet: %w", namespace, err)
+		}
+	}
 }

@@ -58,6 +58,9 @@ type TemporalOptions struct {
 	// (/dev/shm), removed at Stop, or SQLite's memory mode where there is
 	// no tmpfs.
 	DBFile string
+	// Postgres, if set, keeps Temporal's state in Postgres instead of
+	// SQLite (postgres.go); DBFile is then unused.
+	Postgres *PostgresStore
 	// HistoryShards defaults to 1. It is fixed when a DBFile is created: on an
 	// existing file the server keeps the persisted count and ignores this one.
 	HistoryShards int

@@ -36,6 +36,9 @@ const scratchPrefix = "seckill-temporal-"
 // database is where a server's SQLite store lives.
 type database struct {
 	cfg *config.SQL
+	// visibility is Postgres's visibility store; nil for SQLite, whose
+	// one database holds visibility too.
+	visibility *config.SQL
 	// scratch is the tmpfs directory of a database that must not outlive
 	// the server, removed by Stop; "" for a DBFile or SQLite's memory mode.
 	scratch string
@@ -44,6 +47,13 @@ type database struct {
 // prepareDatabase returns the SQLite store, after creating the schema (for
 // a new file) and the namespace (unless it exists).
 func prepareDatabase(ctx context.Context, opts TemporalOptions) (database, error) {
+	if opts.Postgres != nil {
+		// The namespace is registered through the frontend once it runs
+		// (configure): the SQLite tooling that writes it beforehand has
+		// no Postgres twin.
+		store, visibility, err := preparePostgres(*opts.Postgres)
+		return database{cfg: store, visibility: visibility}, err
+	}
 	db := database{cfg: &config.SQL{PluginName: sqliteplugin.PluginName}}
 	path := opts.DBFile
 	if path == "" {

@@ -2,6 +2,7 @@ package devstack
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"strconv"
 
@@ -32,10 +33,20 @@ func resolveHosts(ipStr string) (hostSet, error) {
 }
 
 // reservation holds listeners that keep ports busy until release.
-type reservation struct{ listeners []net.Listener }
+type reservation struct {
+	listeners []net.Listener
+	// below, if set, bounds the free ports picked: a Postgres store keeps
+	// the services' ports in a SMALLINT column (cluster_membership), so
+	// they must stay under 32768, where the kernel's ephemeral range,
+	// from which it picks free ports, starts above.
+	below int
+}
 
 // take reserves port on ip, or a free port when port is 0.
 func (r *reservation) take(ip string, port int) (int, error) {
+	if port == 0 && r.below > 0 {
+		return r.takeBelow(ip)
+	}
 	l, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
 	if err != nil {
 		if port != 0 {
@@ -45,6 +56,18 @@ func (r *reservation) take(ip string, port int) (int, error) {
 	}
 	r.listeners = append(r.listeners, l)
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// takeBelow reserves a free port in [10000, below).
+func (r *reservation) takeBelow(ip string) (int, error) {
+	for range 200 {
+		port := 10000 + rand.IntN(r.below-10000)
+		if l, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port))); err == nil {
+			r.listeners = append(r.listeners, l)
+			return port, nil
+		}
+	}
+	return 0, fmt.Errorf("no free port on %s below %d", ip, r.below)
 }
 
 func (r *reservation) release() {

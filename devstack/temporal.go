@@ -72,6 +72,9 @@ func StartTemporal(ctx context.Context, opts TemporalOptions) (*Temporal, error)
 	// free ones picked here are not handed out twice, and so that a taken port
 	// is reported as an error: the server itself panics or exits on it.
 	var serverPorts, uiPorts reservation
+	if opts.Postgres != nil {
+		serverPorts.below = 1 << 15
+	}
 	defer serverPorts.release()
 	defer uiPorts.release()
 
@@ -103,7 +106,7 @@ func StartTemporal(ctx context.Context, opts TemporalOptions) (*Temporal, error)
 		return nil, err
 	}
 
-	cfg := serverConfig(opts, db.cfg, services, hosts.internal, frontendAddr)
+	cfg := serverConfig(opts, db, services, hosts.internal, frontendAddr)
 	dc := make(dynamicconfig.StaticClient, len(opts.DynamicConfig))
 	for k, v := range opts.DynamicConfig {
 		dc[dynamicconfig.MakeKey(k)] = v
@@ -178,7 +181,17 @@ func (t *Temporal) Stop() error {
 	return t.stopErr
 }
 
-func serverConfig(opts TemporalOptions, sqlCfg *config.SQL, services map[string]config.Service, internalIP, frontendAddr string) *config.Config {
+func serverConfig(opts TemporalOptions, db database, services map[string]config.Service, internalIP, frontendAddr string) *config.Config {
+	persistence := config.Persistence{
+		DefaultStore:     storeName,
+		VisibilityStore:  storeName,
+		NumHistoryShards: int32(opts.HistoryShards),
+		DataStores:       map[string]config.DataStore{storeName: {SQL: db.cfg}},
+	}
+	if db.visibility != nil {
+		persistence.DefaultStore, persistence.VisibilityStore = "postgres", "postgres-visibility"
+		persistence.DataStores = map[string]config.DataStore{"postgres": {SQL: db.cfg}, "postgres-visibility": {SQL: db.visibility}}
+	}
 	return &config.Config{
 		Global: config.Global{
 			// No metrics or pprof listeners: a nil metrics config is a no-op
@@ -188,12 +201,7 @@ func serverConfig(opts TemporalOptions, sqlCfg *config.SQL, services map[string]
 				BroadcastAddress: internalIP,
 			},
 		},
-		Persistence: config.Persistence{
-			DefaultStore:     storeName,
-			VisibilityStore:  storeName,
-			NumHistoryShards: int32(opts.HistoryShards),
-			DataStores:       map[string]config.DataStore{storeName: {SQL: sqlCfg}},
-		},
+		Persistence: persistence,
 		ClusterMetadata: &cluster.Config{
 			EnableGlobalNamespace:    false,
 			FailoverVersionIncrement: 10,

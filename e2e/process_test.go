@@ -39,11 +39,19 @@ type stack struct {
 
 func newStack(t *testing.T, extraEnv ...string) stack {
 	t.Helper()
+	return newStackWith(t, testenv.StackOptions{Env: extraEnv})
+}
+
+// newStackWith is newStack with the stack's options (o.Env is added to the
+// api's address).
+func newStackWith(t *testing.T, o testenv.StackOptions) stack {
+	t.Helper()
 	port := testenv.FreePort(t)
-	st := testenv.NewStack(t, secret, testenv.StackOptions{Env: append([]string{
+	o.Env = append([]string{
 		fmt.Sprintf("SECKILL_HTTP_ADDR=127.0.0.1:%d", port),
 		"SECKILL_METRICS_ADDR=127.0.0.1:0",
-	}, extraEnv...)})
+	}, o.Env...)
+	st := testenv.NewStack(t, secret, o)
 	return stack{Stack: st, env: st.Env, api: fmt.Sprintf("http://127.0.0.1:%d", port)}
 }
 

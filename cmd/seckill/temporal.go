@@ -25,7 +25,9 @@ type TemporalCmd struct {
 	UIPort        int    `name:"ui-port" env:"SECKILL_UI_PORT" default:"8233" help:"Web UI port (0 = any free port, -1 = no UI)."`
 	Namespace     string `name:"namespace" default:"default" help:"Namespace to create."`
 	DataDir       string `name:"data-dir" help:"Keep Temporal's state in DIR/temporal.db (default: in memory)."`
-	HistoryShards int    `name:"history-shards" default:"1" help:"History shards (fixed when the database is created)."`
+	PostgresURL   string `name:"postgres-url" env:"SECKILL_TEMPORAL_POSTGRES_URL" help:"Keep Temporal's state in Postgres instead (postgres://user:pass@host:5432/temporal?sslmode=disable): the database and its schema are created, or upgraded to this server's version, on start."`
+	VisibilityURL string `name:"postgres-visibility-url" env:"SECKILL_TEMPORAL_POSTGRES_VISIBILITY_URL" help:"Postgres database for visibility (default: --postgres-url's database name with _visibility)."`
+	HistoryShards int    `name:"history-shards" default:"1" help:"History shards, fixed when the database is created: a server given another count on an existing database refuses to start."`
 	Verbose       bool   `name:"verbose" help:"Log the Temporal server at info level instead of warn."`
 	APIKey        string `name:"api-key" env:"SECKILL_TEMPORAL_SERVER_API_KEY" help:"Refuse a namespace's calls without 'Authorization: Bearer KEY' (as Temporal Cloud does; clients pass --temporal-api-key). The Web UI cannot present it: its pages are refused."`
 }
@@ -66,6 +68,9 @@ func (c *TemporalCmd) options() devstack.TemporalOptions {
 	}
 	if c.DataDir != "" {
 		opts.DBFile = filepath.Join(c.DataDir, "temporal.db")
+	}
+	if c.PostgresURL != "" {
+		opts.Postgres = &devstack.PostgresStore{URL: c.PostgresURL, VisibilityURL: c.VisibilityURL}
 	}
 	return opts
 }

@@ -20,6 +20,9 @@ type StackOptions struct {
 	DatabaseURL string   // default: a fresh test database
 	RedisURL    string   // default: a leased test Redis database
 	Env         []string // more environment for every process
+	// TemporalArgs are more arguments of the Temporal server process
+	// (`seckill temporal`), e.g. a Postgres store.
+	TemporalArgs []string
 }
 
 // NewStack starts Temporal, points the environment at the services and
@@ -33,7 +36,9 @@ func NewStack(t *testing.T, secret string, o StackOptions) *Stack {
 		_, db := Redis(t)
 		o.RedisURL = RedisURL(RedisAddr(t), db)
 	}
-	s := &Stack{Temporal: StartTemporal(t)}
+	s := &Stack{Temporal: NewTemporal(t)}
+	s.Temporal.Args = o.TemporalArgs
+	s.Temporal.Start()
 	s.Env = append([]string{
 		"DATABASE_URL=" + o.DatabaseURL,
 		"REDIS_ADDR=" + o.RedisURL,

@@ -70,6 +70,34 @@ func DatabaseURL(t testing.TB) string {
 	return u.String()
 }
 
+// TemporalDatabaseURL returns the URL of a Postgres database that does
+// not exist yet, for a Temporal server to create with its visibility
+// twin (name_visibility); both are dropped when the test ends.
+func TemporalDatabaseURL(t testing.TB) string {
+	t.Helper()
+	base := os.Getenv("SECKILL_TEST_DATABASE_URL")
+	if base == "" {
+		missing(t, "Postgres (SECKILL_TEST_DATABASE_URL)")
+	}
+	name := fmt.Sprintf("temporal_test_%d_%d_%d", os.Getpid(), time.Now().UnixNano()%1_000_000, dbSeq.Add(1))
+	t.Cleanup(func() {
+		admin, err := sql.Open("postgres", base)
+		if err != nil {
+			return
+		}
+		defer admin.Close()
+		for _, db := range []string{name, name + "_visibility"} {
+			_, _ = admin.Exec("DROP DATABASE IF EXISTS " + db + " WITH (FORCE)")
+		}
+	})
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/" + name
+	return u.String()
+}
+
 // Store opens a migrated store on a fresh database.
 func Store(t testing.TB) *store.Store {
 	t.Helper()

@@ -1,0 +1,134 @@
+package devstack
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+
+	"go.temporal.io/server/common/config"
+	"go.temporal.io/server/common/log"
+	"go.temporal.io/server/common/persistence/sql/sqlplugin/postgresql"
+	"go.temporal.io/server/tools/common/schema"
+	sqltool "go.temporal.io/server/tools/sql"
+)
+
+// Temporal's state in Postgres, as a self-hosted production server keeps
+// it: the default store (shards, executions, task queues) and visibility,
+// in two databases that may share a server. Their schemas are created, or
+// brought up to this server's version, with the server's own schema
+// tooling (the temporal-sql-tool's setup-schema and update-schema steps,
+// from the schemas embedded in go.temporal.io/server), so upgrading the
+// binary upgrades an existing database on its next start.
+
+// PostgresStore names the two databases.
+type PostgresStore struct {
+	// URL is the default store: postgres://user:password@host:port/db?sslmode=disable.
+	URL string
+	// VisibilityURL is the visibility store; "" is URL's server with the
+	// database name suffixed "_visibility".
+	VisibilityURL string
+}
+
+// Embedded schema directories of go.temporal.io/server/schema.
+const (
+	postgresSchema           = "postgresql/v12/temporal"
+	postgresVisibilitySchema = "postgresql/v12/visibility"
+)
+
+// postgresSQL reads a postgres:// URL into the server's SQL config.
+func postgresSQL(raw string) (*config.SQL, error) {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") || u.Host == "" {
+		return nil, fmt.Errorf("devstack: %q is not a postgres://user:password@host:port/db URL", redact(raw))
+	}
+	name := strings.TrimPrefix(u.Path, "/")
+	if name == "" {
+		return nil, fmt.Errorf("devstack: %s names no database", redact(raw))
+	}
+	host := u.Host
+	if u.Port() == "" {
+		host += ":5432"
+	}
+	cfg := &config.SQL{PluginName: postgresql.PluginName, DatabaseName: name, ConnectAddr: host, ConnectProtocol: "tcp",
+		User: u.User.Username(), ConnectAttributes: map[string]string{}, MaxConns: 20, MaxIdleConns: 20}
+	cfg.Password, _ = u.User.Password()
+	for k, vs := range u.Query() {
+		cfg.ConnectAttributes[k] = vs[len(vs)-1]
+	}
+	return cfg, nil
+}
+
+// visibilityURL is the visibility database's URL of a store.
+func (p PostgresStore) visibilityURL() (string, error) {
+	if p.VisibilityURL != "" {
+		return p.VisibilityURL, nil
+	}
+	u, err := url.Parse(p.URL)
+	if err != nil {
+		return "", fmt.Errorf("devstack: %q: %w", redact(p.URL), err)
+	}
+	u.Path += "_visibility"
+	return u.String(), nil
+}
+
+// preparePostgres creates the two databases if they are missing and their
+// schemas at this server's version.
+func preparePostgres(p PostgresStore) (store, visibility *config.SQL, err error) {
+	visURL, err := p.visibilityURL()
+	if err != nil {
+		return nil, nil, err
+	}
+	if store, err = postgresSQL(p.URL); err != nil {
+		return nil, nil, err
+	}
+	if visibility, err = postgresSQL(visURL); err != nil {
+		return nil, nil, err
+	}
+	logger := log.NewNoopLogger()
+	for _, db := range []struct {
+		cfg    *config.SQL
+		schema string
+	}{{store, postgresSchema}, {visibility, postgresVisibilitySchema}} {
+		if err := ensurePostgresSchema(db.cfg, db.schema, logger); err != nil {
+			return nil, nil, err
+		}
+	}
+	return store, visibility, nil
+}
+
+// ensurePostgresSchema creates the database if it is missing, then sets up
+// the schema's version table (a new database) and updates the schema to
+// the newest version embedded in this server.
+func ensurePostgresSchema(cfg *config.SQL, schemaName string, logger log.Logger) error {
+	admin := *cfg
+	if err := sqltool.DoCreateDatabase(&admin, "postgres", logger); err != nil && !strings.Contains(err.Error(), "already exists") {
+		return fmt.Errorf("devstack: create database %s: %w", cfg.DatabaseName, err)
+	}
+	conn, err := sqltool.NewConnection(cfg, logger)
+	if err != nil {
+		return fmt.Errorf("devstack: connect to database %s: %w", cfg.DatabaseName, err)
+	}
+	defer conn.Close()
+	if _, err := conn.ReadSchemaVersion(); err != nil {
+		// No version table: a new database.
+		if err := schema.NewSetupSchemaTask(conn, &schema.SetupConfig{InitialVersion: "0.0"}, logger).Run(); err != nil {
+			return fmt.Errorf("devstack: set up the schema of %s: %w", cfg.DatabaseName, err)
+		}
+	}
+	if err := schema.NewUpdateSchemaTask(conn, &schema.UpdateConfig{DBName: cfg.DatabaseName, SchemaName: schemaName}, logger).Run(); err != nil {
+		return fmt.Errorf("devstack: update the schema of %s: %w", cfg.DatabaseName, err)
+	}
+	return nil
+}
+
+// redact hides a URL's password.
+func redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return raw
+	}
+	if _, ok := u.User.Password(); ok {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	return u.String()
+}
