@@ -2,6 +2,7 @@ package devstack
 
 import (
 	"fmt"
+	"slices"
 	"log/slog"
 	"maps"
 	"time"
@@ -58,6 +59,16 @@ type TemporalOptions struct {
 	// (/dev/shm), removed at Stop, or SQLite's memory mode where there is
 	// no tmpfs.
 	DBFile string
+	// Services, if set, are the services this process runs (frontend,
+	// history, matching, worker); default all four. Processes that share
+	// a Postgres store and each run some of them form one cluster,
+	// finding each other through its membership table. A process without
+	// the frontend reaches it at FrontendAddress, and has no UI and no
+	// namespace to set up.
+	Services []string
+	// FrontendAddress is the cluster's frontend, for a process that does
+	// not run it.
+	FrontendAddress string
 	// Postgres, if set, keeps Temporal's state in Postgres instead of
 	// SQLite (postgres.go); DBFile is then unused.
 	Postgres *PostgresStore
@@ -115,6 +126,8 @@ func (o *TemporalOptions) setDefaults() error {
 		return fmt.Errorf("devstack: invalid frontend port %d", o.Port)
 	case o.UIPort < -1 || o.UIPort > 65535:
 		return fmt.Errorf("devstack: invalid UI port %d (use -1 to disable the UI)", o.UIPort)
+	case len(o.Services) > 0 && !slices.Contains(o.Services, "frontend") && (o.FrontendAddress == "" || o.Postgres == nil):
+		return fmt.Errorf("devstack: a process without the frontend needs a Postgres store shared with the one that runs it, and its address")
 	case o.HistoryShards < 0:
 		return fmt.Errorf("devstack: invalid history shard count %d", o.HistoryShards)
 	case o.Retention < 0:

@@ -84,7 +84,7 @@ func serviceConfigs(ports *reservation, frontendIP, internalIP string, frontendP
 	for _, name := range names {
 		bindIP, grpcPort := internalIP, 0
 		var err error
-		if name == "frontend" {
+		if name == "frontend" && frontendPort != 0 {
 			bindIP, grpcPort = frontendIP, frontendPort
 		} else if grpcPort, err = ports.take(bindIP, 0); err != nil {
 			return nil, fmt.Errorf("devstack: %s gRPC port: %w", name, err)

@@ -78,25 +78,39 @@ func StartTemporal(ctx context.Context, opts TemporalOptions) (*Temporal, error)
 	defer serverPorts.release()
 	defer uiPorts.release()
 
-	frontendPort, err := serverPorts.take(opts.IP, opts.Port)
-	if err != nil {
-		return nil, fmt.Errorf("devstack: frontend port: %w", err)
+	names := slices.Clone(temporal.DefaultServices)
+	if len(opts.Services) > 0 {
+		names = slices.Clone(opts.Services)
 	}
-	frontendAddr := net.JoinHostPort(hosts.dial, strconv.Itoa(frontendPort))
+	runsFrontend := slices.Contains(names, "frontend")
+	frontendPort, frontendAddr := 0, opts.FrontendAddress
+	if runsFrontend {
+		if frontendPort, err = serverPorts.take(opts.IP, opts.Port); err != nil {
+			return nil, fmt.Errorf("devstack: frontend port: %w", err)
+		}
+		frontendAddr = net.JoinHostPort(hosts.dial, strconv.Itoa(frontendPort))
+	} else {
+		opts.UIPort = -1 // the UI is the frontend's
+	}
 	uiPort := 0
 	if opts.UIPort >= 0 {
 		if uiPort, err = uiPorts.take(opts.IP, opts.UIPort); err != nil {
 			return nil, fmt.Errorf("devstack: UI port: %w", err)
 		}
 	}
-	names := slices.Clone(temporal.DefaultServices)
-	if opts.APIKey != "" {
+	if opts.APIKey != "" && runsFrontend {
 		// The server's own calls (its system workers, the operator API's
 		// lookups) go through an internal frontend, which trusts them:
 		// the public one wants the key, which they do not have.
 		names = append(names, string(primitives.InternalFrontendService))
 	}
-	services, err := serviceConfigs(&serverPorts, opts.IP, hosts.internal, frontendPort, names)
+	// Every service has a config, the ones other processes run too: the
+	// membership monitor tracks a ring for each configured service.
+	all := slices.Clone(temporal.DefaultServices)
+	if slices.Contains(names, string(primitives.InternalFrontendService)) {
+		all = append(all, string(primitives.InternalFrontendService))
+	}
+	services, err := serviceConfigs(&serverPorts, opts.IP, hosts.internal, frontendPort, all)
 	if err != nil {
 		return nil, err
 	}
@@ -141,6 +155,9 @@ func StartTemporal(ctx context.Context, opts TemporalOptions) (*Temporal, error)
 	}
 
 	t := &Temporal{server: srv, db: db, frontend: frontendAddr, namespace: opts.Namespace, quiet: quiet}
+	if !runsFrontend {
+		return t, nil // the frontend's process sets the namespace up
+	}
 	if err := t.configure(ctx, opts, logger); err != nil {
 		_ = t.Stop()
 		return nil, err

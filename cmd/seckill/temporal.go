@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
@@ -20,22 +21,30 @@ import (
 // real server as a separate process, and for trying the worker and api
 // against something that is not in their own process.
 type TemporalCmd struct {
-	IP            string `name:"ip" default:"127.0.0.1" help:"Address the frontend and Web UI listen on."`
-	Port          int    `name:"port" env:"SECKILL_TEMPORAL_PORT" default:"7233" help:"Frontend gRPC port (0 = any free port)."`
-	UIPort        int    `name:"ui-port" env:"SECKILL_UI_PORT" default:"8233" help:"Web UI port (0 = any free port, -1 = no UI)."`
-	Namespace     string `name:"namespace" default:"default" help:"Namespace to create."`
-	DataDir       string `name:"data-dir" help:"Keep Temporal's state in DIR/temporal.db (default: in memory)."`
-	PostgresURL   string `name:"postgres-url" env:"SECKILL_TEMPORAL_POSTGRES_URL" help:"Keep Temporal's state in Postgres instead (postgres://user:pass@host:5432/temporal?sslmode=disable): the database and its schema are created, or upgraded to this server's version, on start."`
-	VisibilityURL string `name:"postgres-visibility-url" env:"SECKILL_TEMPORAL_POSTGRES_VISIBILITY_URL" help:"Postgres database for visibility (default: --postgres-url's database name with _visibility)."`
-	HistoryShards int    `name:"history-shards" default:"1" help:"History shards, fixed when the database is created: a server given another count on an existing database refuses to start."`
-	Verbose       bool   `name:"verbose" help:"Log the Temporal server at info level instead of warn."`
-	APIKey        string `name:"api-key" env:"SECKILL_TEMPORAL_SERVER_API_KEY" help:"Refuse a namespace's calls without 'Authorization: Bearer KEY' (as Temporal Cloud does; clients pass --temporal-api-key). The Web UI cannot present it: its pages are refused."`
+	IP            string   `name:"ip" default:"127.0.0.1" help:"Address the frontend and Web UI listen on."`
+	Port          int      `name:"port" env:"SECKILL_TEMPORAL_PORT" default:"7233" help:"Frontend gRPC port (0 = any free port)."`
+	UIPort        int      `name:"ui-port" env:"SECKILL_UI_PORT" default:"8233" help:"Web UI port (0 = any free port, -1 = no UI)."`
+	Namespace     string   `name:"namespace" default:"default" help:"Namespace to create."`
+	DataDir       string   `name:"data-dir" help:"Keep Temporal's state in DIR/temporal.db (default: in memory)."`
+	PostgresURL   string   `name:"postgres-url" env:"SECKILL_TEMPORAL_POSTGRES_URL" help:"Keep Temporal's state in Postgres instead (postgres://user:pass@host:5432/temporal?sslmode=disable): the database and its schema are created, or upgraded to this server's version, on start."`
+	VisibilityURL string   `name:"postgres-visibility-url" env:"SECKILL_TEMPORAL_POSTGRES_VISIBILITY_URL" help:"Postgres database for visibility (default: --postgres-url's database name with _visibility)."`
+	Services      []string `name:"services" sep:"," enum:"frontend,history,matching,worker" default:"frontend,history,matching,worker" help:"The services this process runs: processes that share --postgres-url and run some each form one cluster."`
+	FrontendAddr  string   `name:"frontend-address" help:"The cluster's frontend host:port, for a process that does not run it."`
+	HistoryShards int      `name:"history-shards" default:"1" help:"History shards, fixed when the database is created: a server given another count on an existing database refuses to start."`
+	Verbose       bool     `name:"verbose" help:"Log the Temporal server at info level instead of warn."`
+	APIKey        string   `name:"api-key" env:"SECKILL_TEMPORAL_SERVER_API_KEY" help:"Refuse a namespace's calls without 'Authorization: Bearer KEY' (as Temporal Cloud does; clients pass --temporal-api-key). The Web UI cannot present it: its pages are refused."`
 }
 
 func (c *TemporalCmd) Run(ctx context.Context) error {
 	t, err := devstack.StartTemporal(ctx, c.options())
 	if err != nil {
 		return err
+	}
+	if !slices.Contains(c.Services, "frontend") {
+		fmt.Printf("temporal ready %s ui \n", c.FrontendAddr)
+		slog.Info("temporal services ready", "services", c.Services, "frontend", c.FrontendAddr)
+		<-ctx.Done()
+		return t.Stop()
 	}
 	// A namespace the server creates has them already; one in an older
 	// --data-dir database may lack them.
@@ -69,6 +78,7 @@ func (c *TemporalCmd) options() devstack.TemporalOptions {
 	if c.DataDir != "" {
 		opts.DBFile = filepath.Join(c.DataDir, "temporal.db")
 	}
+	opts.Services, opts.FrontendAddress = c.Services, c.FrontendAddr
 	if c.PostgresURL != "" {
 		opts.Postgres = &devstack.PostgresStore{URL: c.PostgresURL, VisibilityURL: c.VisibilityURL}
 	}

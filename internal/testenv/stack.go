@@ -23,6 +23,9 @@ type StackOptions struct {
 	// TemporalArgs are more arguments of the Temporal server process
 	// (`seckill temporal`), e.g. a Postgres store.
 	TemporalArgs []string
+	// Temporal, if set, is a running server (or cluster) to use instead of
+	// starting one.
+	Temporal *Temporal
 }
 
 // NewStack starts Temporal, points the environment at the services and
@@ -36,9 +39,12 @@ func NewStack(t *testing.T, secret string, o StackOptions) *Stack {
 		_, db := Redis(t)
 		o.RedisURL = RedisURL(RedisAddr(t), db)
 	}
-	s := &Stack{Temporal: NewTemporal(t)}
-	s.Temporal.Args = o.TemporalArgs
-	s.Temporal.Start()
+	s := &Stack{Temporal: o.Temporal}
+	if s.Temporal == nil {
+		s.Temporal = NewTemporal(t)
+		s.Temporal.Args = o.TemporalArgs
+		s.Temporal.Start()
+	}
 	s.Env = append([]string{
 		"DATABASE_URL=" + o.DatabaseURL,
 		"REDIS_ADDR=" + o.RedisURL,

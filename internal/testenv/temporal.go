@@ -199,6 +199,17 @@ func (tp *Temporal) Stop() {
 	tp.cmd = nil
 }
 
+// Kill kills the server with SIGKILL, as a crash would, and waits for it.
+func (tp *Temporal) Kill() {
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	if tp.cmd == nil {
+		return
+	}
+	stopOrKill(tp.cmd, tp.done, syscall.SIGKILL)
+	tp.cmd = nil
+}
+
 // Client returns a client of the server, closed when the test ends. It is
 // lazy, so it can be made while the server is down.
 func (tp *Temporal) Client() client.Client {
