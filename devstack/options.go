@@ -2,9 +2,9 @@ package devstack
 
 import (
 	"fmt"
-	"slices"
 	"log/slog"
 	"maps"
+	"slices"
 	"time"
 
 	enums "go.temporal.io/api/enums/v1"
