@@ -46,22 +46,35 @@ var dbSeq atomic.Int64
 // The database is dropped when the test ends.
 func DatabaseURL(t testing.TB) string {
 	t.Helper()
-	base := os.Getenv("SECKILL_TEST_DATABASE_URL")
-	if base == "" {
-		missing(t, "Postgres (SECKILL_TEST_DATABASE_URL)")
-	}
+	base, name := testDatabase(t, "seckill_test")
 	admin, err := sql.Open("postgres", base)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { admin.Close() })
-	name := fmt.Sprintf("seckill_test_%d_%d_%d", os.Getpid(), time.Now().UnixNano()%1_000_000, dbSeq.Add(1))
 	if _, err := admin.Exec("CREATE DATABASE " + name); err != nil {
 		t.Fatalf("create test database: %v", err)
 	}
 	t.Cleanup(func() {
 		_, _ = admin.Exec("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)")
 	})
+	return withDatabase(t, base, name)
+}
+
+// testDatabase returns the test server's URL and a database name of the
+// test's own, starting with prefix.
+func testDatabase(t testing.TB, prefix string) (base, name string) {
+	t.Helper()
+	base = os.Getenv("SECKILL_TEST_DATABASE_URL")
+	if base == "" {
+		missing(t, "Postgres (SECKILL_TEST_DATABASE_URL)")
+	}
+	return base, fmt.Sprintf("%s_%d_%d_%d", prefix, os.Getpid(), time.Now().UnixNano()%1_000_000, dbSeq.Add(1))
+}
+
+// withDatabase is base with its database replaced by name.
+func withDatabase(t testing.TB, base, name string) string {
+	t.Helper()
 	u, err := url.Parse(base)
 	if err != nil {
 		t.Fatal(err)
@@ -75,11 +88,7 @@ func DatabaseURL(t testing.TB) string {
 // twin (name_visibility); both are dropped when the test ends.
 func TemporalDatabaseURL(t testing.TB) string {
 	t.Helper()
-	base := os.Getenv("SECKILL_TEST_DATABASE_URL")
-	if base == "" {
-		missing(t, "Postgres (SECKILL_TEST_DATABASE_URL)")
-	}
-	name := fmt.Sprintf("temporal_test_%d_%d_%d", os.Getpid(), time.Now().UnixNano()%1_000_000, dbSeq.Add(1))
+	base, name := testDatabase(t, "temporal_test")
 	t.Cleanup(func() {
 		admin, err := sql.Open("postgres", base)
 		if err != nil {
@@ -90,12 +99,7 @@ func TemporalDatabaseURL(t testing.TB) string {
 			_, _ = admin.Exec("DROP DATABASE IF EXISTS " + db + " WITH (FORCE)")
 		}
 	})
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Path = "/" + name
-	return u.String()
+	return withDatabase(t, base, name)
 }
 
 // Store opens a migrated store on a fresh database.
