@@ -16,6 +16,8 @@ import (
 	"go.temporal.io/server/common/config"
 	sqliteschema "go.temporal.io/server/schema/sqlite"
 	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/seckill/seckill/internal/temporalconf"
 )
 
 // createNamespace writes the namespace, with its retention and search
@@ -50,9 +52,9 @@ func (t *Temporal) configure(ctx context.Context, opts TemporalOptions, logger *
 
 func dialFrontend(ctx context.Context, addr, namespace, apiKey string, logger *slog.Logger) (client.Client, error) {
 	opts := client.Options{HostPort: addr, Namespace: namespace, Logger: sdklog.NewStructuredLogger(logger)}
-	if apiKey != "" {
-		opts.Credentials = client.NewAPIKeyStaticCredentials(apiKey)
-		opts.ConnectionOptions.TLSDisabled = true // a plain local frontend
+	// A plain local frontend, with the key if the server wants one.
+	if err := (temporalconf.Settings{TLS: "off", APIKey: apiKey}).Apply(&opts); err != nil {
+		return nil, err
 	}
 	for {
 		c, err := client.DialContext(ctx, opts)

@@ -123,12 +123,8 @@ func ensurePostgresSchema(cfg *config.SQL, schemaName string, logger log.Logger)
 
 // redact hides a URL's password.
 func redact(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
-		return raw
+	if u, err := url.Parse(raw); err == nil {
+		return u.Redacted()
 	}
-	if _, ok := u.User.Password(); ok {
-		u.User = url.UserPassword(u.User.Username(), "xxxxx")
-	}
-	return u.String()
+	return raw
 }

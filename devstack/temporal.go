@@ -98,16 +98,14 @@ func StartTemporal(ctx context.Context, opts TemporalOptions) (*Temporal, error)
 			return nil, fmt.Errorf("devstack: UI port: %w", err)
 		}
 	}
+	// Every service has a config, the ones other processes run too: the
+	// membership monitor tracks a ring for each configured service.
+	all := slices.Clone(temporal.DefaultServices)
 	if opts.APIKey != "" && runsFrontend {
 		// The server's own calls (its system workers, the operator API's
 		// lookups) go through an internal frontend, which trusts them:
 		// the public one wants the key, which they do not have.
 		names = append(names, string(primitives.InternalFrontendService))
-	}
-	// Every service has a config, the ones other processes run too: the
-	// membership monitor tracks a ring for each configured service.
-	all := slices.Clone(temporal.DefaultServices)
-	if slices.Contains(names, string(primitives.InternalFrontendService)) {
 		all = append(all, string(primitives.InternalFrontendService))
 	}
 	services, err := serviceConfigs(&serverPorts, opts.IP, hosts.internal, frontendPort, all)
