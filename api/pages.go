@@ -77,6 +77,17 @@ var errBadCursor = func() problemExample {
 	return e
 }()
 
+// trimPage cuts rows read with one more than limit (which tells whether
+// another page follows) to the page, and returns the id the page ends on.
+func trimPage[T any](rows []T, limit int, id func(T) int64) (page []T, last int64, more bool) {
+	more = len(rows) > limit
+	page = rows[:min(len(rows), limit)]
+	if len(page) > 0 {
+		last = id(page[len(page)-1])
+	}
+	return page, last, more
+}
+
 // PageLink is the output header of a list: the next page, if any.
 type PageLink struct {
 	Link *string `header:"Link" doc:"The next page, when there is one, as an RFC 8288 link: <URL>; rel=\"next\". The URL is relative to the request's and keeps its parameters; absent on the last page."`

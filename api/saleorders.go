@@ -168,15 +168,12 @@ func (s *Server) listSaleOrders(ctx context.Context, in *saleOrdersInput) (*sale
 			out.Unlisted = &st.Pending
 		}
 	}
-	more := len(rows) > in.Limit
-	rows = rows[:min(len(rows), in.Limit)]
+	rows, last, more := trimPage(rows, in.Limit, func(o *ent.Order) int64 { return o.ID })
 	out.Body = make([]wire.Order, len(rows))
 	for i, r := range rows {
 		out.Body[i] = s.orderView(orders.View(r))
 	}
-	if len(rows) > 0 {
-		out.Link = nextLink(ctx, listSaleOrders, rows[len(rows)-1].ID, more)
-	}
+	out.Link = nextLink(ctx, listSaleOrders, last, more)
 	return out, nil
 }
 
@@ -252,10 +249,8 @@ func (w *exportWriter) start() error {
 }
 
 func (w *exportWriter) page(rows []*ent.Order) error {
-	if !w.started {
-		if err := w.start(); err != nil {
-			return err
-		}
+	if err := w.begin(); err != nil {
+		return err
 	}
 	for _, r := range rows {
 		o := w.view(orders.View(r))
@@ -274,12 +269,18 @@ func (w *exportWriter) page(rows []*ent.Order) error {
 
 // finish writes what an export of no order still has: the CSV header.
 func (w *exportWriter) finish() error {
-	if !w.started {
-		if err := w.start(); err != nil {
-			return err
-		}
+	if err := w.begin(); err != nil {
+		return err
 	}
 	return w.flush()
+}
+
+// begin starts the response, once.
+func (w *exportWriter) begin() error {
+	if w.started {
+		return nil
+	}
+	return w.start()
 }
 
 func (w *exportWriter) flush() error {

@@ -71,15 +71,10 @@ func (s *Server) registerSales() {
 		if err != nil {
 			return nil, toHTTP(ctx, unavailable(err))
 		}
-		more := len(sales) > in.Limit
-		sales = sales[:min(len(sales), in.Limit)]
+		sales, last, more := trimPage(sales, in.Limit, func(sl *ent.Sale) int64 { return sl.ID })
 		out := make([]wire.Sale, 0, len(sales))
 		for _, sl := range sales {
 			out = append(out, s.saleView(ctx, sl))
-		}
-		var last int64
-		if len(sales) > 0 {
-			last = sales[len(sales)-1].ID
 		}
 		return &listSalesOutput{PageLink{nextLink(ctx, listSales, last, more)}, out}, nil
 	})

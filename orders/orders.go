@@ -162,11 +162,9 @@ func (s *Service) List(ctx context.Context, userID string, since time.Time, befo
 		return nil, false, err
 	}
 	out := make([]Order, 0, len(rows)+len(pending))
-	for _, r := range rows {
-		out = append(out, view(r))
-	}
 	written := make(map[int64]bool, len(rows))
 	for _, r := range rows {
+		out = append(out, view(r))
 		written[r.ID] = true
 	}
 	for _, p := range pending {
