@@ -127,6 +127,10 @@ type Server struct {
 	handler http.Handler // mux, traced when tracing is on
 	hub     *push.Hub
 	relay   *relay.Relay
+	// starter starts this instance's workflows: the relay's orders and
+	// the engine probe's (probe.go); probing is set while a probe runs.
+	starter *relay.TemporalStarter
+	probing atomic.Bool
 	orders  *orders.Service
 	// inFlight holds a token per purchase being processed.
 	inFlight chan struct{}
@@ -178,8 +182,9 @@ func New(cfg Config, deps Deps) *Server {
 	s.hub = push.NewHub(deps.Stock.Client(), s.snapshot, push.Options{
 		AllowedOrigins: cfg.AllowedOrigins, Line: s.orders.Places, LineRefresh: cfg.LineRefresh,
 	})
+	s.starter = relay.NewTemporalStarter(deps.Temporal)
 	if !cfg.NoRelay {
-		s.relay = relay.New(deps.Stock, relay.NewTemporalStarter(deps.Temporal), cfg.Relay)
+		s.relay = relay.New(deps.Stock, s.starter, cfg.Relay)
 	}
 	s.metrics = newMetrics(s.reg, s)
 
@@ -194,6 +199,7 @@ func New(cfg Config, deps Deps) *Server {
 	s.registerSaleOrders()
 	s.registerHealth()
 	s.registerInfo()
+	s.registerProbe()
 	if cfg.DevTokens {
 		s.registerDevTokens()
 	}

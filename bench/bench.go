@@ -45,9 +45,10 @@ type Options struct {
 	Ceiling func(ctx context.Context, users, stock, concurrency int) (time.Duration, error)
 	// BareAPI starts the HTTP limit's bare handler (BareReserveAPI).
 	BareAPI func(ctx context.Context, units, concurrency int) (*BareAPI, error)
-	// Engine measures the Temporal engine's ceiling (TemporalEngine); run
-	// names this run, for its task queue and workflow ids.
-	Engine func(ctx context.Context, run string) (EngineCeiling, error)
+	// EngineWorkflows, if positive, measures the Temporal engine's
+	// ceiling for the orders with that many no-op workflows, through the
+	// api's engine probe (EngineCeiling).
+	EngineWorkflows int
 	// NotMeasured says why a limit left nil above is not measured, by its
 	// JSON name ("http_limit", "engine_ceiling"), for the report.
 	NotMeasured map[string]string
@@ -91,11 +92,15 @@ type Result struct {
 	HTTPLimit       *HTTPLimit `json:"http_limit,omitempty"`
 	AdmissionVsHTTP float64    `json:"admission_vs_http_limit,omitempty"`
 	P99VsHTTP       float64    `json:"p99_vs_http_limit,omitempty"`
-	// The Temporal engine's ceiling, and the saga's rate as a ratio to it.
-	Engine       *EngineCeiling    `json:"engine_ceiling,omitempty"`
-	SagaVsEngine float64           `json:"saga_vs_engine,omitempty"`
-	NotMeasured  map[string]string `json:"not_measured,omitempty"`
-	CPU          *CPU              `json:"cpu,omitempty"`
+	// The Temporal engine's ceiling, and the saga's rate as a ratio to it;
+	// SagaLoad* are the load averages around the saga phase, to read
+	// beside the ceiling's (EngineCeiling.LoadBefore, LoadAfter).
+	Engine         *EngineCeiling    `json:"engine_ceiling,omitempty"`
+	SagaVsEngine   float64           `json:"saga_vs_engine,omitempty"`
+	SagaLoadBefore string            `json:"saga_load_average_before,omitempty"`
+	SagaLoadAfter  string            `json:"saga_load_average_after,omitempty"`
+	NotMeasured    map[string]string `json:"not_measured,omitempty"`
+	CPU            *CPU              `json:"cpu,omitempty"`
 
 	CreatedSeconds  float64 `json:"all_orders_created_seconds"`
 	OrdersPerSecond float64 `json:"saga_orders_per_second"`
@@ -175,7 +180,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	requests := o.requests()
 	r.Requests = len(requests)
-	if err := measureLimits(ctx, r, o, run, tokens, requests); err != nil {
+	if o.CPU != nil {
+		r.CPU = &CPU{Sources: o.CPU.Sources(), Unavailable: map[string]string{}}
+	}
+	if err := c.measureLimits(ctx, r, o, admin, tokens, requests); err != nil {
 		return nil, err
 	}
 
@@ -195,7 +203,6 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	// purchase, at the end of the wave, and when every order is created.
 	var cpuStart, cpuWave cpuSample
 	if o.CPU != nil {
-		r.CPU = &CPU{Sources: o.CPU.Sources(), Unavailable: map[string]string{}}
 		cpuStart = o.CPU.sample(ctx)
 	}
 	accepted, begin, err := c.admit(ctx, r, o, sale.ID, tokens, requests)
@@ -220,7 +227,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	r.AdmissionOnly = o.AdmissionOnly
 	if !o.AdmissionOnly {
 		deadline := time.Now().Add(o.Wait)
+		r.SagaLoadBefore = loadAverage()
 		c.awaitCreated(ctx, r, o, sale.ID, admin, begin, deadline)
+		r.SagaLoadAfter = loadAverage()
 		if o.CPU != nil {
 			r.CPU.Saga = phase(cpuWave, o.CPU.sample(ctx), r.CPU.Unavailable)
 		}

@@ -370,15 +370,20 @@ type CPUPhase struct {
 	LoadGeneratorSeconds float64 `json:"load_generator_seconds"`
 }
 
-// CPU is what the run cost in CPU time, per phase: admission from just
-// before the first purchase to the end of the wave, the saga from there
-// to every order created.
+// CPU is what the run cost in CPU time, per phase: the engine probe
+// (when the ceiling is measured), admission from just before the first
+// purchase to the end of the wave, the saga from there to every order
+// created.
 type CPU struct {
-	Sources   map[string]string `json:"sources"`
-	Admission *CPUPhase         `json:"admission,omitempty"`
-	Saga      *CPUPhase         `json:"saga,omitempty"`
-	// System CPU per request of the wave, and per accepted order in the
-	// saga (only when every order was created).
+	Sources map[string]string `json:"sources"`
+	// Engine is the engine ceiling's probe, before the sale.
+	Engine    *CPUPhase `json:"engine,omitempty"`
+	Admission *CPUPhase `json:"admission,omitempty"`
+	Saga      *CPUPhase `json:"saga,omitempty"`
+	// System CPU per no-op workflow of the probe, per request of the
+	// wave, and per accepted order in the saga (only when every order was
+	// created).
+	EngineMsPerWorkflow   float64 `json:"engine_ms_per_workflow,omitempty"`
 	AdmissionMsPerRequest float64 `json:"admission_ms_per_request,omitempty"`
 	SagaMsPerOrder        float64 `json:"saga_ms_per_order,omitempty"`
 	// The bench's own CPU per request of the wave.

@@ -34,7 +34,9 @@ func (r *Result) Table() string {
 		row("http limit", "not measured (%s)", r.NotMeasured["http_limit"])
 	}
 	if e := r.Engine; e != nil {
-		row("temporal engine", "%.1f workflows/s: %d no-op workflows in %.2f s, %d started eagerly", e.WorkflowsPerSec, e.Workflows, e.Seconds, e.EagerStarts)
+		row("temporal engine", "%.1f workflows/s: %d no-op workflows in %.2f s (server's times), started by %s, %d in flight",
+			e.WorkflowsPerSec, e.Workflows, e.Seconds, e.Instance, e.Parallel)
+		row("  load average", "%s before, %s after", e.LoadBefore, e.LoadAfter)
 	} else {
 		row("temporal engine", "not measured (%s)", r.NotMeasured["engine_ceiling"])
 	}
@@ -62,6 +64,7 @@ func (r *Result) Table() string {
 		b.WriteString("saga\n")
 		row("all orders created", "%.1f s after the first purchase (%v)", r.CreatedSeconds, r.AllCreated)
 		row("orders/s through the saga", "%.1f", r.OrdersPerSecond)
+		row("  load average", "%s before, %s after", r.SagaLoadBefore, r.SagaLoadAfter)
 		if r.SagaVsEngine > 0 {
 			row("saga / engine", "%.2f× the no-op workflows' rate", r.SagaVsEngine)
 		}
@@ -74,7 +77,11 @@ func (r *Result) Table() string {
 		if r.AllCreated {
 			orders = r.Accepted
 		}
-		r.CPU.table(&b, row, r.Requests, orders)
+		workflows := 0
+		if r.Engine != nil {
+			workflows = r.Engine.Workflows
+		}
+		r.CPU.table(&b, row, workflows, r.Requests, orders)
 	}
 	b.WriteString("api memory (resident, from /metrics)\n")
 	row("start / peak", "%.0f / %.0f MiB", r.APIMemory.StartMiB, r.APIMemory.PeakMiB)
@@ -101,10 +108,15 @@ func (r *Result) Table() string {
 }
 
 // table renders the CPU section: per component, the seconds of each phase
-// and the milliseconds per request of the wave (admission) or per order
-// (saga; orders 0 when not every order was created).
-func (c *CPU) table(b *strings.Builder, row func(k, f string, a ...any), requests, orders int) {
-	b.WriteString("cpu (seconds in each phase; ms per request in admission, per order in the saga)\n")
+// and the milliseconds per no-op workflow of the engine probe, per request
+// of the wave (admission) or per order (saga; orders 0 when not every
+// order was created).
+func (c *CPU) table(b *strings.Builder, row func(k, f string, a ...any), workflows, requests, orders int) {
+	b.WriteString("cpu (seconds in each phase; ms per workflow of the engine probe, per request in admission, per order in the saga)\n")
+	phases := []struct {
+		p   *CPUPhase
+		per int
+	}{{c.Engine, workflows}, {c.Admission, requests}, {c.Saga, orders}}
 	cell := func(p *CPUPhase, v float64, ok bool, per int) string {
 		switch {
 		case p == nil:
@@ -117,17 +129,18 @@ func (c *CPU) table(b *strings.Builder, row func(k, f string, a ...any), request
 		return fmt.Sprintf("%.2f s", v)
 	}
 	line := func(k, source string, v func(p *CPUPhase) (float64, bool)) {
-		var a, s float64
-		var okA, okS bool
-		if c.Admission != nil {
-			a, okA = v(c.Admission)
+		var cells [3]string
+		for i, ph := range phases {
+			var x float64
+			var ok bool
+			if ph.p != nil {
+				x, ok = v(ph.p)
+			}
+			cells[i] = cell(ph.p, x, ok, ph.per)
 		}
-		if c.Saga != nil {
-			s, okS = v(c.Saga)
-		}
-		row(k, "%-24s %-24s %s", cell(c.Admission, a, okA, requests), cell(c.Saga, s, okS, orders), source)
+		row(k, "%-24s %-24s %-24s %s", cells[0], cells[1], cells[2], source)
 	}
-	row("", "%-24s %-24s %s", "admission", "saga", "source")
+	row("", "%-24s %-24s %-24s %s", "engine probe", "admission", "saga", "source")
 	names := make([]string, 0, len(c.Sources))
 	for n := range c.Sources {
 		if n != LoadGenerator {
@@ -149,7 +162,7 @@ func (c *CPU) table(b *strings.Builder, row func(k, f string, a ...any), request
 		}
 		return fmt.Sprintf("%.2f over %.1f s", p.SystemSeconds/p.WallSeconds, p.WallSeconds)
 	}
-	row("system cores busy", "%-24s %s", busy(c.Admission), busy(c.Saga))
+	row("system cores busy", "%-24s %-24s %s", busy(c.Engine), busy(c.Admission), busy(c.Saga))
 	names = names[:0]
 	for n := range c.Unavailable {
 		names = append(names, n)

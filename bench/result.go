@@ -12,15 +12,22 @@ import (
 
 // measureLimits measures the limits the run is compared with, on the quiet
 // system before the sale: measured after it, they would compete with the
-// sagas for the same cores. The engine goes first: its no-op workflows
-// leave the server work (visibility) that is waited out before the rest.
-func measureLimits(ctx context.Context, r *Result, o Options, run string, tokens []string, requests []int) error {
-	if o.Engine != nil {
-		e, err := o.Engine(ctx, run)
+// sagas for the same cores. The engine goes first: the probe waits out
+// the server work its workflows leave (visibility) before it answers.
+func (c *target) measureLimits(ctx context.Context, r *Result, o Options, admin string, tokens []string, requests []int) error {
+	if o.EngineWorkflows > 0 {
+		var before cpuSample
+		if o.CPU != nil {
+			before = o.CPU.sample(ctx)
+		}
+		e, err := c.engineCeiling(ctx, o, admin)
 		if err != nil {
 			return fmt.Errorf("temporal engine ceiling: %w", err)
 		}
 		r.Engine = &e
+		if o.CPU != nil {
+			r.CPU.Engine = phase(before, o.CPU.sample(ctx), r.CPU.Unavailable)
+		}
 	}
 	if o.Ceiling != nil {
 		d, err := o.Ceiling(ctx, o.Users, o.Stock, o.Concurrency)
@@ -58,6 +65,9 @@ func (r *Result) ratios() {
 	}
 	if r.CPU == nil {
 		return
+	}
+	if e := r.CPU.Engine; e != nil && r.Engine != nil {
+		r.CPU.EngineMsPerWorkflow = 1000 * div(e.SystemSeconds, float64(r.Engine.Workflows))
 	}
 	if a := r.CPU.Admission; a != nil {
 		r.CPU.AdmissionMsPerRequest = 1000 * div(a.SystemSeconds, float64(r.Requests))

@@ -123,6 +123,15 @@ func (c *Client) CancelSale(ctx context.Context, saleID string) (wire.Sale, erro
 	return c.saleAction(ctx, saleID, "cancel", nil)
 }
 
+// EngineProbe measures the Temporal engine's ceiling for the orders with
+// workflows no-op workflows started from the api (admin); it answers when
+// they have all run.
+func (c *Client) EngineProbe(ctx context.Context, workflows int) (wire.EngineProbe, error) {
+	var p wire.EngineProbe
+	_, err := c.do(ctx, http.MethodPost, "/v1/admin/engine-probe", wire.EngineProbeBody{Workflows: workflows}, nil, &p)
+	return p, err
+}
+
 func (c *Client) saleAction(ctx context.Context, saleID, action string, body any) (wire.Sale, error) {
 	var s wire.Sale
 	_, err := c.do(ctx, http.MethodPost, "/v1/sales/"+url.PathEscape(saleID)+"/"+action, body, nil, &s)

@@ -47,6 +47,11 @@ type TemporalOptions struct {
 	// The other services always listen on loopback unless IP is a specific
 	// non-loopback address.
 	IP string
+	// BroadcastAddress, with IP 0.0.0.0, is the IP the services advertise
+	// to the cluster's other processes (membership), binding every
+	// interface: what a container of a multi-process cluster needs. "auto"
+	// takes this host's first IPv4 address that is not loopback.
+	BroadcastAddress string
 	// Port is the frontend gRPC port; 0 picks a free port.
 	Port int
 	// UIPort is the Web UI port; 0 picks a free port, -1 disables the UI.
@@ -99,6 +104,15 @@ type TemporalOptions struct {
 	// dynamicconfig package (e.g. "frontend.rps": 10000), on top of
 	// defaultDynamicConfig.
 	DynamicConfig map[string]any
+	// DynamicConfigFile, if set, is a dynamic-config file in the server's
+	// own YAML format (frontend rate limits, history cache sizes, …): the
+	// keys it sets override DynamicConfig's, and it is read again every
+	// 10 s, so a change applies without a restart.
+	DynamicConfigFile string
+	// MetricsAddress, if set, is where the server serves its own metrics
+	// for Prometheus (/metrics: persistence latencies, task queue
+	// backlogs, shard health); "" serves none.
+	MetricsAddress string
 }
 
 func (o *TemporalOptions) setDefaults() error {

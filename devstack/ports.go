@@ -1,6 +1,7 @@
 package devstack
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -11,25 +12,60 @@ import (
 
 // hostSet says where to reach what listens on the configured IP.
 type hostSet struct {
-	dial     string // host clients dial to reach the frontend and the UI
-	internal string // host the other services bind and advertise in membership
+	dial      string // host clients dial to reach the frontend and the UI
+	internal  string // IP the other services bind
+	broadcast string // IP the services advertise in membership
 }
 
-func resolveHosts(ipStr string) (hostSet, error) {
+// resolveHosts places the services. On every interface (0.0.0.0) without a
+// broadcast address, the services other than the frontend stay on
+// loopback: one host. With one (a container of a cluster of several), they
+// bind every interface and advertise it, as membership needs an IP the
+// other processes can reach.
+func resolveHosts(ipStr, broadcast string) (hostSet, error) {
 	ip := net.ParseIP(ipStr)
 	if ip == nil {
 		return hostSet{}, fmt.Errorf("devstack: invalid IP %q", ipStr)
 	}
 	switch {
+	case ip.IsUnspecified() && broadcast != "":
+		b, err := broadcastIP(broadcast)
+		if err != nil {
+			return hostSet{}, err
+		}
+		return hostSet{dial: b, internal: ipStr, broadcast: b}, nil
+	case broadcast != "":
+		return hostSet{}, fmt.Errorf("devstack: a broadcast address is for services on every interface (IP 0.0.0.0), not %s", ipStr)
 	case ip.IsUnspecified():
-		return hostSet{dial: defaultIP, internal: defaultIP}, nil
+		return hostSet{dial: defaultIP, internal: defaultIP, broadcast: defaultIP}, nil
 	case ip.IsLoopback():
-		return hostSet{dial: ipStr, internal: defaultIP}, nil
+		return hostSet{dial: ipStr, internal: defaultIP, broadcast: defaultIP}, nil
 	default:
 		// Membership advertises one broadcast address for all services, so on a
 		// specific interface every service must listen there.
-		return hostSet{dial: ipStr, internal: ipStr}, nil
+		return hostSet{dial: ipStr, internal: ipStr, broadcast: ipStr}, nil
 	}
+}
+
+// broadcastIP is s, an IP, or for "auto" this host's first IPv4 address
+// that is not loopback (a container's own).
+func broadcastIP(s string) (string, error) {
+	if s != "auto" {
+		if ip := net.ParseIP(s); ip == nil || ip.IsUnspecified() {
+			return "", fmt.Errorf("devstack: broadcast address %q: want an IP the other processes reach, or auto", s)
+		}
+		return s, nil
+	}
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return "", fmt.Errorf("devstack: broadcast address auto: %w", err)
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && n.IP.To4() != nil {
+			return n.IP.String(), nil
+		}
+	}
+	return "", errors.New("devstack: broadcast address auto: this host has no IPv4 address but loopback")
 }
 
 // reservation holds listeners that keep ports busy until release.

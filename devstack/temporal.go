@@ -15,7 +15,7 @@ import (
 	uiserver "github.com/temporalio/ui-server/v2/server"
 	"go.temporal.io/server/common/cluster"
 	"go.temporal.io/server/common/config"
-	"go.temporal.io/server/common/dynamicconfig"
+	"go.temporal.io/server/common/metrics"
 	"go.temporal.io/server/common/primitives"
 	"go.temporal.io/server/temporal"
 )
@@ -34,6 +34,9 @@ type Temporal struct {
 	// shut down one by one, the remaining ones log dozens of expected errors
 	// ("Not enough hosts to serve the request", failed polls, dial errors).
 	quiet *atomic.Bool
+
+	// dcDone stops the polling of a dynamic-config file.
+	dcDone chan any
 
 	stopOnce sync.Once
 	stopErr  error
@@ -63,7 +66,7 @@ func StartTemporal(ctx context.Context, opts TemporalOptions) (*Temporal, error)
 		defer cancel()
 	}
 
-	hosts, err := resolveHosts(opts.IP)
+	hosts, err := resolveHosts(opts.IP, opts.BroadcastAddress)
 	if err != nil {
 		return nil, err
 	}
@@ -118,13 +121,15 @@ func StartTemporal(ctx context.Context, opts TemporalOptions) (*Temporal, error)
 		return nil, err
 	}
 
-	cfg := serverConfig(opts, db, services, hosts.internal, frontendAddr)
-	dc := make(dynamicconfig.StaticClient, len(opts.DynamicConfig))
-	for k, v := range opts.DynamicConfig {
-		dc[dynamicconfig.MakeKey(k)] = v
-	}
+	cfg := serverConfig(opts, db, services, hosts.broadcast, frontendAddr)
 	quiet := new(atomic.Bool)
 	srvLogger := serverLogger{l: logger, quiet: quiet}
+	dcDone := make(chan any)
+	dc, err := dynamicConfig(opts, srvLogger, dcDone)
+	if err != nil {
+		db.remove()
+		return nil, err
+	}
 
 	serverPorts.release()
 	var srv temporal.Server
@@ -143,16 +148,18 @@ func StartTemporal(ctx context.Context, opts TemporalOptions) (*Temporal, error)
 		return err
 	})
 	if err != nil {
+		close(dcDone)
 		db.remove()
 		return nil, fmt.Errorf("devstack: create temporal server: %w", err)
 	}
 	if err := recoverFatal(srv.Start); err != nil {
 		_ = recoverFatal(srv.Stop)
+		close(dcDone)
 		db.remove()
 		return nil, fmt.Errorf("devstack: start temporal server: %w", err)
 	}
 
-	t := &Temporal{server: srv, db: db, frontend: frontendAddr, namespace: opts.Namespace, quiet: quiet}
+	t := &Temporal{server: srv, db: db, frontend: frontendAddr, namespace: opts.Namespace, quiet: quiet, dcDone: dcDone}
 	if !runsFrontend {
 		return t, nil // the frontend's process sets the namespace up
 	}
@@ -191,12 +198,13 @@ func (t *Temporal) Stop() error {
 		if err := recoverFatal(t.server.Stop); err != nil {
 			t.stopErr = fmt.Errorf("devstack: stop temporal server: %w", err)
 		}
+		close(t.dcDone)
 		t.db.remove()
 	})
 	return t.stopErr
 }
 
-func serverConfig(opts TemporalOptions, db database, services map[string]config.Service, internalIP, frontendAddr string) *config.Config {
+func serverConfig(opts TemporalOptions, db database, services map[string]config.Service, broadcastIP, frontendAddr string) *config.Config {
 	persistence := config.Persistence{
 		DefaultStore:     storeName,
 		VisibilityStore:  storeName,
@@ -207,13 +215,21 @@ func serverConfig(opts TemporalOptions, db database, services map[string]config.
 		persistence.DefaultStore, persistence.VisibilityStore = "postgres", "postgres-visibility"
 		persistence.DataStores = map[string]config.DataStore{"postgres": {SQL: db.cfg}, "postgres-visibility": {SQL: db.visibility}}
 	}
+	var serverMetrics *metrics.Config
+	if opts.MetricsAddress != "" {
+		serverMetrics = &metrics.Config{Prometheus: &metrics.PrometheusConfig{
+			Framework: metrics.FrameworkTally, ListenAddress: opts.MetricsAddress, HandlerPath: "/metrics",
+		}}
+	}
 	return &config.Config{
 		Global: config.Global{
-			// No metrics or pprof listeners: a nil metrics config is a no-op
-			// handler, and pprof port 0 is off. Fewer ports, fewer collisions.
+			// No pprof listener (port 0 is off), and metrics only when asked
+			// for: a nil metrics config is a no-op handler. Fewer ports,
+			// fewer collisions.
+			Metrics: serverMetrics,
 			Membership: config.Membership{
 				MaxJoinDuration:  30 * time.Second,
-				BroadcastAddress: internalIP,
+				BroadcastAddress: broadcastIP,
 			},
 		},
 		Persistence: persistence,

@@ -40,7 +40,7 @@ func TestSmallBench(t *testing.T) {
 	acceptedFile := filepath.Join(t.TempDir(), "accepted.ndjson")
 	cmd := exec.Command(testenv.Binary(t), "bench", "--target", api, "--users", fmt.Sprint(buyers), "--stock", fmt.Sprint(units),
 		"--dup-rate", "0.1", "--pay", "0.2", "--cancel", "0.1", "--start-delay", "2s", "--wait", "8m",
-		"--redis-addr", redisAddr, "--accepted-out", acceptedFile, "--json")
+		"--redis-addr", redisAddr, "--accepted-out", acceptedFile, "--engine-workflows", "0", "--json")
 	cmd.Env = append(cmd.Environ(), "SECKILL_JWT_SECRET="+secret)
 	out, err := cmd.Output()
 	var r bench.Result
@@ -152,21 +152,14 @@ func TestBenchMeasuresLimitsAndCPU(t *testing.T) {
 	redisURL := testenv.RedisURL(testenv.RedisAddr(t), db)
 	port := testenv.FreePort(t)
 	api := fmt.Sprintf("http://127.0.0.1:%d", port)
-	dev := run(t, "dev", []string{"SECKILL_JWT_SECRET=" + secret, "DATABASE_URL=" + testenv.DatabaseURL(t), "REDIS_ADDR=" + redisURL},
+	run(t, "dev", []string{"SECKILL_JWT_SECRET=" + secret, "DATABASE_URL=" + testenv.DatabaseURL(t), "REDIS_ADDR=" + redisURL},
 		"dev", "--memory", "--seed-stock=0", "--http-addr", fmt.Sprintf("127.0.0.1:%d", port), "--temporal-port=0", "--ui-port=-1")
 	waitReady(t, api+"/readyz", 60*time.Second)
-	testenv.Eventually(t, 10*time.Second, func() error {
-		if !strings.Contains(dev.Stdout(), "Temporal ") {
-			return fmt.Errorf("dev has not printed its addresses yet")
-		}
-		return nil
-	})
-	temporalAddr := regexp.MustCompile(`Temporal\s+(\d\S+)`).FindStringSubmatch(dev.Stdout())[1]
 
 	const buyers, units, workflows = 300, 100, 50
 	cmd := exec.Command(testenv.Binary(t), "bench", "--target", api, "--users", fmt.Sprint(buyers), "--stock", fmt.Sprint(units),
 		"--start-delay", "1s", "--wait", "5m", "--redis-addr", redisURL, "--ceiling-db", fmt.Sprint(scratch),
-		"--temporal-address", temporalAddr, "--engine-workflows", fmt.Sprint(workflows), "--json")
+		"--engine-workflows", fmt.Sprint(workflows), "--json")
 	cmd.Env = append(cmd.Environ(), "SECKILL_JWT_SECRET="+secret)
 	out, err := cmd.Output()
 	var r bench.Result
@@ -185,12 +178,13 @@ func TestBenchMeasuresLimitsAndCPU(t *testing.T) {
 	if r.AdmissionVsHTTP <= 0 || r.P99VsHTTP <= 0 || r.AdmissionVsCeil <= 0 {
 		t.Errorf("admission / http limit %v, p99 / http limit %v, admission / ceiling %v", r.AdmissionVsHTTP, r.P99VsHTTP, r.AdmissionVsCeil)
 	}
-	if e.Workflows != workflows || e.Seconds <= 0 || e.WorkflowsPerSec <= 0 || e.EagerStarts <= 0 || r.SagaVsEngine <= 0 {
+	if e.Workflows != workflows || e.Seconds <= 0 || e.WorkflowsPerSec <= 0 || e.Parallel <= 0 || e.Instance == "" ||
+		e.LoadBefore == "" || e.LoadAfter == "" || r.SagaLoadBefore == "" || r.SagaVsEngine <= 0 {
 		t.Errorf("engine_ceiling %+v, saga / engine %v", e, r.SagaVsEngine)
 	}
 
 	c := r.CPU
-	if c == nil || c.Admission == nil || c.Saga == nil {
+	if c == nil || c.Engine == nil || c.Admission == nil || c.Saga == nil {
 		t.Fatalf("cpu %+v", c)
 	}
 	for _, name := range []string{"api", "redis", bench.LoadGenerator} {
@@ -198,20 +192,20 @@ func TestBenchMeasuresLimitsAndCPU(t *testing.T) {
 			t.Errorf("cpu sources %v: no %s", c.Sources, name)
 		}
 	}
-	for phase, p := range map[string]*bench.CPUPhase{"admission": c.Admission, "saga": c.Saga} {
+	for phase, p := range map[string]*bench.CPUPhase{"engine": c.Engine, "admission": c.Admission, "saga": c.Saga} {
 		if p.WallSeconds <= 0 || p.Components["api"] <= 0 || p.Components["redis"] <= 0 || p.SystemSeconds < p.Components["api"]+p.Components["redis"] {
 			t.Errorf("cpu.%s %+v", phase, p)
 		}
 	}
-	if c.Admission.LoadGeneratorSeconds <= 0 || c.AdmissionMsPerRequest <= 0 || c.SagaMsPerOrder <= 0 || c.LoadGeneratorMsPerRequest <= 0 {
+	if c.Admission.LoadGeneratorSeconds <= 0 || c.EngineMsPerWorkflow <= 0 || c.AdmissionMsPerRequest <= 0 || c.SagaMsPerOrder <= 0 || c.LoadGeneratorMsPerRequest <= 0 {
 		t.Errorf("cpu %+v", c)
 	}
 	if len(c.Unavailable) > 0 {
 		t.Errorf("cpu sources not read: %v", c.Unavailable)
 	}
-	t.Logf("http limit %.2fs (admission %.2f× its wall time, %.2f× its p99); engine %.1f workflows/s (%d eager; saga %.2f× it); cpu %.3f ms a request, %.2f ms an order (load generator %.3f ms a request); admission %+v; saga %+v",
-		l.Seconds, r.AdmissionVsHTTP, r.P99VsHTTP, e.WorkflowsPerSec, e.EagerStarts, r.SagaVsEngine,
-		c.AdmissionMsPerRequest, c.SagaMsPerOrder, c.LoadGeneratorMsPerRequest, *c.Admission, *c.Saga)
+	t.Logf("http limit %.2fs (admission %.2f× its wall time, %.2f× its p99); engine %.1f workflows/s (saga %.2f× it); cpu %.2f ms a no-op workflow, %.3f ms a request, %.2f ms an order (load generator %.3f ms a request); engine %+v; admission %+v; saga %+v",
+		l.Seconds, r.AdmissionVsHTTP, r.P99VsHTTP, e.WorkflowsPerSec, r.SagaVsEngine,
+		c.EngineMsPerWorkflow, c.AdmissionMsPerRequest, c.SagaMsPerOrder, c.LoadGeneratorMsPerRequest, *c.Engine, *c.Admission, *c.Saga)
 }
 
 // metric returns the value of one series in a Prometheus text exposition.

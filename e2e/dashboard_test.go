@@ -214,7 +214,7 @@ func TestDashboardAgainstRunningSystem(t *testing.T) {
 	const buyers, units = 300, 100
 	start := time.Now()
 	cmd := exec.Command(testenv.Binary(t), "bench", "--target", st.api, "--users", fmt.Sprint(buyers), "--stock", fmt.Sprint(units),
-		"--dup-rate", "0.1", "--pay", "0.3", "--cancel", "0.2", "--start-delay", "2s", "--wait", "3m", "--json")
+		"--dup-rate", "0.1", "--pay", "0.3", "--cancel", "0.2", "--start-delay", "2s", "--wait", "3m", "--engine-workflows", "0", "--json")
 	cmd.Env = append(cmd.Environ(), "SECKILL_JWT_SECRET="+secret)
 	out, err := cmd.Output()
 	var r bench.Result

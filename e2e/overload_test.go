@@ -34,7 +34,7 @@ func TestOverloadIsShedAndHealthzAnswers(t *testing.T) {
 
 	const buyers, clients = 30000, 256
 	cmd := exec.Command(testenv.Binary(t), "bench", "--target", api, "--users", fmt.Sprint(buyers),
-		"--stock", "1000000", "--concurrency", fmt.Sprint(clients), "--start-delay", "1s", "--admission-only", "--json")
+		"--stock", "1000000", "--concurrency", fmt.Sprint(clients), "--start-delay", "1s", "--admission-only", "--engine-workflows", "0", "--json")
 	cmd.Env = append(cmd.Environ(), "SECKILL_JWT_SECRET="+secret)
 	type sample struct {
 		at time.Time

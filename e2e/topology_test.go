@@ -17,7 +17,7 @@ import (
 // The production topology on loopback: Temporal on Postgres as two
 // processes of one cluster (frontend + matching; history + the internal
 // worker) with 8 history shards, two `seckill serve` and two `seckill
-// worker`, a wave with pays and cancels, and the history process killed
+// worker`, the engine probe, a wave with pays and cancels, and the history process killed
 // (SIGKILL) once orders are being placed, then restarted. Every order ends
 // (the unpaid ones expire), the bench's invariants hold, and `seckill audit
 // --quiescent` passes.
@@ -28,7 +28,10 @@ func TestProductionTopology(t *testing.T) {
 	front.Args = append(store, "--services", "frontend,matching")
 	front.Start()
 	history := testenv.NewTemporal(t)
-	history.Args = append(store, "--services", "history,worker", "--frontend-address", front.Address())
+	// The history process binds as in a container (every interface) and
+	// advertises the address the frontend process reaches it at.
+	history.Args = append(store, "--services", "history,worker", "--frontend-address", front.Address(),
+		"--ip", "0.0.0.0", "--broadcast-address", "127.0.0.1")
 	history.Start()
 
 	// Unpaid orders expire within the test, so that it can end quiescent:
@@ -44,7 +47,7 @@ func TestProductionTopology(t *testing.T) {
 
 	const buyers, units = 600, 150
 	cmd := exec.Command(testenv.Binary(t), "bench", "--target", st.api, "--users", fmt.Sprint(buyers), "--stock", fmt.Sprint(units),
-		"--pay", "0.4", "--cancel", "0.2", "--start-delay", "2s", "--wait", "5m", "--json")
+		"--pay", "0.4", "--cancel", "0.2", "--start-delay", "2s", "--wait", "5m", "--engine-workflows", "200", "--json")
 	cmd.Env = append(cmd.Environ(), st.env...)
 	var out strings.Builder
 	cmd.Stdout = &out
@@ -85,6 +88,12 @@ func TestProductionTopology(t *testing.T) {
 	if !r.InvariantsOK || !r.AllCreated || r.Accepted != units || (r.Lost != nil && r.Lost.Lost != 0) {
 		t.Fatalf("bench: invariants %v, all created %v, accepted %d of %d, violations %v", r.InvariantsOK, r.AllCreated, r.Accepted, units, r.Violations)
 	}
+	// The engine probe ran on the order workers of the other processes,
+	// started from the serve process the bench targets.
+	if e := r.Engine; e == nil || e.Workflows != 200 || e.WorkflowsPerSec <= 0 || r.SagaVsEngine <= 0 {
+		t.Fatalf("engine ceiling %+v (not measured: %v), saga / engine %v", r.Engine, r.NotMeasured, r.SagaVsEngine)
+	}
+	t.Logf("engine probe on the topology: %.1f workflows/s over %.2f s; saga %.2f× it", r.Engine.WorkflowsPerSec, r.Engine.Seconds, r.SagaVsEngine)
 	t.Logf("topology: %d accepted, %d paid, %d cancelled; all orders created after %.1fs (%.1f orders/s)",
 		r.Accepted, r.Paid, r.Cancelled, r.CreatedSeconds, r.OrdersPerSecond)
 	// The unpaid orders expire 20 s after they were placed; then nothing runs.

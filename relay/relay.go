@@ -45,6 +45,9 @@ type Starter interface {
 	Start(ctx context.Context, in workflows.OrderInput) (created bool, err error)
 }
 
+// DefaultParallel is the default of Options.Parallel.
+const DefaultParallel = 64
+
 // Options tune a relay. Zero values take the defaults.
 type Options struct {
 	// Group is the consumer group shared by all relays. Default "relay".
@@ -57,7 +60,8 @@ type Options struct {
 	MinIdle time.Duration
 	// Batch is how many entries one read takes. Default 256.
 	Batch int
-	// Parallel is how many workflow starts run at once. Default 64.
+	// Parallel is how many workflow starts run at once. Default
+	// DefaultParallel.
 	Parallel int
 	// Block is how long one read waits for new entries. Default 1s.
 	Block time.Duration
@@ -109,7 +113,7 @@ func (o *Options) defaults() {
 		o.Batch = 256
 	}
 	if o.Parallel <= 0 {
-		o.Parallel = 64
+		o.Parallel = DefaultParallel
 	}
 	if o.Block <= 0 {
 		o.Block = time.Second

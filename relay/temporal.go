@@ -41,17 +41,26 @@ func NewTemporalStarter(c client.Client) *TemporalStarter { return &TemporalStar
 // Start starts "order-<id>". REJECT_DUPLICATE makes a second start of the
 // same order fail with "already started", even after the first finished,
 // so an order never runs twice.
-func (s *TemporalStarter) Start(ctx context.Context, in workflows.OrderInput) (bool, error) {
-	if !s.initialized.Load() {
-		s.initMu.Lock()
-		defer s.initMu.Unlock()
-		created, err := s.start(ctx, in)
-		if err == nil {
-			s.initialized.Store(true)
-		}
-		return created, err
+func (s *TemporalStarter) Start(ctx context.Context, in workflows.OrderInput) (created bool, err error) {
+	err = s.firstAlone(func() error {
+		created, err = s.start(ctx, in)
+		return err
+	})
+	return created, err
+}
+
+// firstAlone runs start, alone until a start has reached the server.
+func (s *TemporalStarter) firstAlone(start func() error) error {
+	if s.initialized.Load() {
+		return start()
 	}
-	return s.start(ctx, in)
+	s.initMu.Lock()
+	defer s.initMu.Unlock()
+	err := start()
+	if err == nil {
+		s.initialized.Store(true)
+	}
+	return err
 }
 
 func (s *TemporalStarter) start(ctx context.Context, in workflows.OrderInput) (bool, error) {

@@ -1,5 +1,6 @@
 // Package worker runs the order saga: it registers OrderWorkflow and its
-// activities on the order task queue, workflows.TaskQueue.
+// activities, and the engine probe's no-op workflow, on the order task
+// queue, workflows.TaskQueue.
 package worker
 
 import (
@@ -72,6 +73,9 @@ func New(c client.Client, acts *activities.Activities, opts Options) sdkworker.W
 	}
 	w := sdkworker.New(c, workflows.TaskQueue, wo)
 	w.RegisterWorkflowWithOptions(workflows.OrderWorkflow, workflow.RegisterOptions{Name: "OrderWorkflow"})
+	// The engine probe's no-op workflows (POST /v1/admin/engine-probe) run
+	// here, on this worker's slots and pollers, as the orders do.
+	w.RegisterWorkflowWithOptions(workflows.EngineProbe, workflow.RegisterOptions{Name: workflows.EngineProbeName})
 	w.RegisterActivity(acts)
 	return w
 }

@@ -26,7 +26,7 @@ type BenchCmd struct {
 	Pay         float64       `name:"pay" default:"0" help:"Fraction of accepted orders to pay."`
 	Cancel      float64       `name:"cancel" default:"0" help:"Fraction of accepted orders to cancel."`
 	StartDelay  time.Duration `name:"start-delay" default:"3s" help:"The sale opens this long after it is created."`
-	Wait        time.Duration `name:"wait" default:"15m" help:"How long to wait for every order's saga, and for the engine ceiling's workflows."`
+	Wait        time.Duration `name:"wait" default:"15m" help:"How long to wait for every order's saga, and for the engine probe."`
 	Admission   bool          `name:"admission-only" help:"Stop after the purchases (overload experiments); the sagas are not awaited."`
 	AcceptedOut string        `name:"accepted-out" type:"path" help:"Write every purchase answered 202 (sale, order and buyer ids, one JSON object a line) here, for a later --verify."`
 	Verify      string        `name:"verify" type:"existingfile" help:"Run no sale: read a file of --accepted-out and check that the api has an order for every 202 in it (exit 1 on a lost one)."`
@@ -34,10 +34,7 @@ type BenchCmd struct {
 	RedisAddr   string        `name:"redis-addr" env:"REDIS_ADDR" help:"The system's Redis, to measure the bare reserve.lua ceiling and the HTTP limit on it (optional)."`
 	CeilingDB   int           `name:"ceiling-db" default:"15" help:"Redis database for the scratch sales of the ceiling and the HTTP limit."`
 
-	TemporalAddress   string `name:"temporal-address" env:"TEMPORAL_ADDRESS" help:"The system's Temporal frontend host:port, to measure the engine's ceiling on it with no-op workflows (optional)."`
-	TemporalNamespace string `name:"temporal-namespace" env:"TEMPORAL_NAMESPACE" default:"default" help:"Temporal namespace of the engine ceiling's workflows."`
-	EngineWorkflows   int    `name:"engine-workflows" default:"1000" help:"No-op workflows of the engine ceiling (0 = not measured)."`
-	TemporalConn
+	EngineWorkflows int `name:"engine-workflows" default:"1000" help:"No-op workflows of the engine ceiling, started by the api's engine probe before the sale (0 = not measured)."`
 
 	CPU  []string `name:"cpu" sep:"none" placeholder:"NAME=SOURCE" help:"A component whose CPU to sample, repeatable; SOURCE is an http(s) /metrics URL, redis, pid:N or comm:NAME. Default: api=<target>/metrics, redis (with --redis-addr) and postgres=comm:postgres (if running here)."`
 	JSON bool     `name:"json" help:"Print the result as one JSON object."`
@@ -66,14 +63,10 @@ func (c *BenchCmd) Run(ctx context.Context) error {
 	} else {
 		opts.NotMeasured["http_limit"] = "needs --redis-addr"
 	}
-	switch {
-	case c.EngineWorkflows <= 0:
+	if c.EngineWorkflows > 0 {
+		opts.EngineWorkflows = c.EngineWorkflows
+	} else {
 		opts.NotMeasured["engine_ceiling"] = "--engine-workflows 0"
-	case c.TemporalAddress == "":
-		opts.NotMeasured["engine_ceiling"] = "needs --temporal-address"
-	default:
-		opts.Engine = bench.TemporalEngine(bench.Engine{Address: c.TemporalAddress, Namespace: c.TemporalNamespace, Workflows: c.EngineWorkflows, Wait: c.Wait,
-			Connect: c.TemporalConn.apply})
 	}
 	sources := bench.DefaultCPUSources(c.Target, ro != nil)
 	if len(c.CPU) > 0 {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
@@ -21,21 +22,28 @@ import (
 // real server as a separate process, and for trying the worker and api
 // against something that is not in their own process.
 type TemporalCmd struct {
-	IP            string   `name:"ip" default:"127.0.0.1" help:"Address the frontend and Web UI listen on."`
-	Port          int      `name:"port" env:"SECKILL_TEMPORAL_PORT" default:"7233" help:"Frontend gRPC port (0 = any free port)."`
-	UIPort        int      `name:"ui-port" env:"SECKILL_UI_PORT" default:"8233" help:"Web UI port (0 = any free port, -1 = no UI)."`
-	Namespace     string   `name:"namespace" default:"default" help:"Namespace to create."`
-	DataDir       string   `name:"data-dir" help:"Keep Temporal's state in DIR/temporal.db (default: in memory)."`
-	PostgresURL   string   `name:"postgres-url" env:"SECKILL_TEMPORAL_POSTGRES_URL" help:"Keep Temporal's state in Postgres instead (postgres://user:pass@host:5432/temporal?sslmode=disable): the database and its schema are created, or upgraded to this server's version, on start."`
-	VisibilityURL string   `name:"postgres-visibility-url" env:"SECKILL_TEMPORAL_POSTGRES_VISIBILITY_URL" help:"Postgres database for visibility (default: --postgres-url's database name with _visibility)."`
-	Services      []string `name:"services" sep:"," enum:"frontend,history,matching,worker" default:"frontend,history,matching,worker" help:"The services this process runs: processes that share --postgres-url and run some each form one cluster."`
-	FrontendAddr  string   `name:"frontend-address" help:"The cluster's frontend host:port, for a process that does not run it."`
-	HistoryShards int      `name:"history-shards" default:"1" help:"History shards, fixed when the database is created: a server given another count on an existing database refuses to start."`
-	Verbose       bool     `name:"verbose" help:"Log the Temporal server at info level instead of warn."`
-	APIKey        string   `name:"api-key" env:"SECKILL_TEMPORAL_SERVER_API_KEY" help:"Refuse a namespace's calls without 'Authorization: Bearer KEY' (as Temporal Cloud does; clients pass --temporal-api-key). The Web UI cannot present it: its pages are refused."`
+	IP            string        `name:"ip" default:"127.0.0.1" help:"Address the frontend and Web UI listen on."`
+	Broadcast     string        `name:"broadcast-address" env:"SECKILL_TEMPORAL_BROADCAST_ADDRESS" help:"With --ip 0.0.0.0: the IP the services advertise to the cluster's other processes, binding every interface (a container: auto = this host's first IPv4 that is not loopback). Without it they stay on loopback."`
+	Port          int           `name:"port" env:"SECKILL_TEMPORAL_PORT" default:"7233" help:"Frontend gRPC port (0 = any free port)."`
+	UIPort        int           `name:"ui-port" env:"SECKILL_UI_PORT" default:"8233" help:"Web UI port (0 = any free port, -1 = no UI)."`
+	Namespace     string        `name:"namespace" default:"default" help:"Namespace to create."`
+	DataDir       string        `name:"data-dir" help:"Keep Temporal's state in DIR/temporal.db (default: in memory)."`
+	PostgresURL   string        `name:"postgres-url" env:"SECKILL_TEMPORAL_POSTGRES_URL" help:"Keep Temporal's state in Postgres instead (postgres://user:pass@host:5432/temporal?sslmode=disable): the database and its schema are created, or upgraded to this server's version, on start."`
+	VisibilityURL string        `name:"postgres-visibility-url" env:"SECKILL_TEMPORAL_POSTGRES_VISIBILITY_URL" help:"Postgres database for visibility (default: --postgres-url's database name with _visibility)."`
+	Services      []string      `name:"services" sep:"," enum:"frontend,history,matching,worker" default:"frontend,history,matching,worker" help:"The services this process runs: processes that share --postgres-url and run some each form one cluster."`
+	FrontendAddr  string        `name:"frontend-address" help:"The cluster's frontend host:port, for a process that does not run it."`
+	HistoryShards int           `name:"history-shards" default:"1" help:"History shards, fixed when the database is created: a server given another count on an existing database refuses to start."`
+	Retention     time.Duration `name:"retention" env:"SECKILL_TEMPORAL_RETENTION" default:"72h" help:"How long the namespace keeps closed workflows (at least 1h): an order's history stays in the Web UI this long after it ends."`
+	DynamicConfig string        `name:"dynamic-config" type:"existingfile" env:"SECKILL_TEMPORAL_DYNAMIC_CONFIG" help:"A dynamic-config file in the Temporal server's YAML format (frontend rate limits, history cache sizes, …), read again every 10 s; its keys override seckill's defaults."`
+	MetricsAddr   string        `name:"metrics-addr" env:"SECKILL_TEMPORAL_METRICS_ADDR" help:"Serve the Temporal server's own metrics for Prometheus at http://ADDR/metrics (persistence latencies, task queue backlogs, shard health); empty = none."`
+	Verbose       bool          `name:"verbose" help:"Log the Temporal server at info level instead of warn."`
+	APIKey        string        `name:"api-key" env:"SECKILL_TEMPORAL_SERVER_API_KEY" help:"Refuse a namespace's calls without 'Authorization: Bearer KEY' (as Temporal Cloud does; clients pass --temporal-api-key). The Web UI cannot present it: its pages are refused."`
 }
 
 func (c *TemporalCmd) Run(ctx context.Context) error {
+	if c.Retention < time.Hour {
+		return fmt.Errorf("--retention %v: the server keeps closed workflows at least 1h", c.Retention)
+	}
 	t, err := devstack.StartTemporal(ctx, c.options())
 	if err != nil {
 		return err
@@ -62,15 +70,19 @@ func (c *TemporalCmd) Run(ctx context.Context) error {
 
 func (c *TemporalCmd) options() devstack.TemporalOptions {
 	opts := devstack.TemporalOptions{
-		IP:               c.IP,
-		Port:             c.Port,
-		UIPort:           c.UIPort,
-		Namespace:        c.Namespace,
-		HistoryShards:    c.HistoryShards,
-		SearchAttributes: workflows.SearchAttributeTypes,
-		LogLevel:         "warn",
-		Logger:           slog.New(slog.NewTextHandler(os.Stderr, nil)).With("component", "temporal-server"),
-		APIKey:           c.APIKey,
+		IP:                c.IP,
+		BroadcastAddress:  c.Broadcast,
+		Port:              c.Port,
+		UIPort:            c.UIPort,
+		Namespace:         c.Namespace,
+		HistoryShards:     c.HistoryShards,
+		SearchAttributes:  workflows.SearchAttributeTypes,
+		LogLevel:          "warn",
+		Logger:            slog.New(slog.NewTextHandler(os.Stderr, nil)).With("component", "temporal-server"),
+		APIKey:            c.APIKey,
+		Retention:         c.Retention,
+		DynamicConfigFile: c.DynamicConfig,
+		MetricsAddress:    c.MetricsAddr,
 	}
 	if c.Verbose {
 		opts.LogLevel = "info"

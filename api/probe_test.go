@@ -1,0 +1,90 @@
+package api_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"go.temporal.io/api/workflowservice/v1"
+
+	"github.com/seckill/seckill/api/wire"
+	"github.com/seckill/seckill/auth"
+	"github.com/seckill/seckill/client"
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/workflows"
+)
+
+// The engine probe runs its no-op workflows on the order worker: without
+// one it waits (and a second probe is refused meanwhile), and once a
+// worker runs it answers the rate the server recorded.
+func TestEngineProbe(t *testing.T) {
+	s := start(t, options{})
+	admin := s.token("probe-admin", auth.RoleAdmin)
+	for _, tc := range []struct {
+		token, body string
+		status      int
+	}{
+		{s.token("probe-buyer", auth.RoleBuyer), `{"workflows":1}`, http.StatusForbidden},
+		{admin, `{"workflows":0}`, http.StatusUnprocessableEntity},
+		{admin, `{"workflows":20001}`, http.StatusUnprocessableEntity},
+		{admin, `{"workflows":"ten"}`, http.StatusUnprocessableEntity},
+	} {
+		if r := s.do(http.MethodPost, "/v1/admin/engine-probe", tc.token, tc.body); r.status != tc.status {
+			t.Fatalf("probe %s: %d %s, want %d", tc.body, r.status, r.body, tc.status)
+		}
+	}
+	probes := func(status string) int64 {
+		resp, err := s.tc.CountWorkflow(context.Background(), &workflowservice.CountWorkflowExecutionsRequest{
+			Query: fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = '%s'", workflows.EngineProbeName, status)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.GetCount()
+	}
+
+	// No worker: the probe's workflows wait on the task queue.
+	s.stopW()
+	const first = 30
+	type answer struct {
+		p   wire.EngineProbe
+		err error
+	}
+	waiting := make(chan answer, 1)
+	go func() {
+		p, err := client.New(s.url, admin, nil).EngineProbe(context.Background(), first)
+		waiting <- answer{p, err}
+	}()
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if n := probes("Running"); n < first {
+			return fmt.Errorf("%d probe workflows running, want %d", n, first)
+		}
+		return nil
+	})
+	r := s.do(http.MethodPost, "/v1/admin/engine-probe", admin, `{"workflows":1}`)
+	if p := r.problem(t); r.status != http.StatusServiceUnavailable || p.Code != wire.CodeUnavailable || r.header.Get("Retry-After") == "" {
+		t.Fatalf("a second probe: %d %s, want 503 UNAVAILABLE with Retry-After", r.status, r.body)
+	}
+
+	// The worker comes: the waiting probe completes.
+	s.startWorker()
+	a := <-waiting
+	if a.err != nil || a.p.Workflows != first || a.p.Seconds <= 0 {
+		t.Fatalf("the waiting probe: %+v, %v", a.p, a.err)
+	}
+
+	const n = 40
+	p, err := client.New(s.url, admin, nil).EngineProbe(context.Background(), n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("engine probe: %+v", p)
+	if p.Workflows != n || p.Parallel != 64 || p.Seconds <= 0 || p.StartsSeconds <= 0 || p.Instance == "" ||
+		p.WorkflowsPerSec <= 0 || p.WorkflowsPerSec*p.Seconds < n-0.01 || p.WorkflowsPerSec*p.Seconds > n+0.01 {
+		t.Fatalf("engine probe %+v", p)
+	}
+	if done := probes("Completed"); done != first+n {
+		t.Fatalf("%d probe workflows completed, want %d", done, first+n)
+	}
+}
