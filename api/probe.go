@@ -4,24 +4,29 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
+	"strings"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/seckill/seckill/api/wire"
+	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/relay"
 )
 
 // The engine probe measures the Temporal engine's ceiling in the shape the
-// orders take (docs/design.md §4.9): no-op workflows started from this
-// instance's Temporal client, the relay's starts in flight and eager start,
-// run by the order worker wherever it runs. `seckill bench` calls it
-// before the wave.
+// orders take (docs/design.md §4.9): no-op workflows started by the relays
+// wherever they run, through the client and the parallelism they start
+// orders with, run by the order worker, timed by the Temporal server.
+// `seckill bench` calls it before the wave.
 
 // probeTime bounds a probe: two minutes, plus 50 ms a workflow (a rate of
 // 20 workflows a second, far below any engine's).
 func probeTime(n int) time.Duration { return 2*time.Minute + time.Duration(n)*50*time.Millisecond }
+
+// probeUntaken is how long the api waits for a relay to start the first
+// probe workflow before it says that none runs.
+const probeUntaken = 15 * time.Second
 
 var errProbeRunning = func() problemExample {
 	e := example("probe-running", "An engine probe is running on this instance: retry after `Retry-After` seconds",
@@ -34,10 +39,11 @@ func (s *Server) registerProbe() {
 	huma.Register(s.api, huma.Operation{
 		OperationID: "engine-probe", Method: http.MethodPost, Path: "/v1/admin/engine-probe",
 		Summary: "Measure the Temporal engine's ceiling for the orders (admin)",
-		Description: "Starts `workflows` no-op workflows on the order task queue from this instance, as its relay starts orders " +
-			"(the same client, as many starts in flight, eager start), waits until the order worker has run every one, " +
-			"and answers the rate the Temporal server recorded. Run it on a quiet system: during a wave it competes with the orders. " +
-			"One probe at a time per instance; the workflows stay in the namespace (type SeckillEngineProbe) until its retention ends them.",
+		Description: "Has the relays start `workflows` no-op workflows on the order task queue, wherever they run (the api instances, " +
+			"or `seckill worker --relay`), as they start orders: the same client, as many starts in flight, eager start where a worker " +
+			"shares it. Answers once the order workers have run every one, with the rate the Temporal server recorded. Run it on a quiet " +
+			"system: during a wave it competes with the orders. One probe at a time per instance; the workflows stay in the namespace " +
+			"(type SeckillEngineProbe) until its retention ends them.",
 		Tags: []string{"health"}, Security: bearer, Metadata: map[string]any{adminOnly: true},
 		MaxBodyBytes: 1 << 10,
 		Responses:    s.problems(errMalformed, errNoToken, errAdminsOnly, errTooLarge, errInvalid, errProbeRunning, errUnavailable),
@@ -47,40 +53,62 @@ func (s *Server) registerProbe() {
 			return nil, huma.ErrorWithHeaders(p, http.Header{"Retry-After": {"10"}})
 		}
 		defer s.probing.Store(false)
-		n := in.Body.Workflows
-		ctx, cancel := context.WithTimeout(ctx, probeTime(n))
-		defer cancel()
-		run := fmt.Sprintf("%x", time.Now().UnixNano())
-		parallel := s.cfg.Relay.Parallel
-		if parallel <= 0 {
-			parallel = relay.DefaultParallel
-		}
-		p, err := s.starter.Probe(ctx, run, n, parallel)
+		p, err := s.probe(ctx, in.Body.Workflows)
 		if err != nil {
-			return nil, probeFailed(ctx, err)
+			return nil, err
 		}
-		return &struct{ Body wire.EngineProbe }{probeView(p)}, nil
+		return &struct{ Body wire.EngineProbe }{p}, nil
 	})
 }
 
-func probeFailed(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		// Too slow or never run: the detail says how far it got.
-		return problem(http.StatusServiceUnavailable, wire.CodeUnavailable, "the engine probe did not finish in time: "+err.Error())
+// probe runs a probe of n workflows and waits for its end.
+func (s *Server) probe(ctx context.Context, n int) (wire.EngineProbe, error) {
+	deadline := time.Now().Add(probeTime(n))
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	rdb, tc := s.deps.Stock.Client(), s.deps.Temporal
+	run := fmt.Sprintf("%x", time.Now().UnixNano())
+	if err := relay.RequestProbe(ctx, rdb, run, n, deadline); err != nil {
+		return wire.EngineProbe{}, toHTTP(ctx, fmt.Errorf("request the engine probe: %w: %w", err, domain.ErrUnavailable))
 	}
-	return toHTTP(ctx, err)
+	asked := time.Now()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		started, done, err := relay.CountProbe(ctx, tc, run)
+		if err != nil && ctx.Err() == nil {
+			return wire.EngineProbe{}, toHTTP(ctx, fmt.Errorf("%w: %w", err, domain.ErrUnavailable))
+		}
+		report, rerr := relay.ReadProbe(ctx, rdb, run)
+		switch {
+		case rerr == nil && len(report.Errors) > 0:
+			return wire.EngineProbe{}, probeProblem("a relay could not start the probe's workflows: " + strings.Join(report.Errors, "; "))
+		case err == nil && done >= int64(n):
+			return s.probeResult(ctx, run, n, report.Relays)
+		case started == 0 && time.Since(asked) > probeUntaken:
+			return wire.EngineProbe{}, probeProblem(fmt.Sprintf("no relay started a probe workflow within %v: is a relay running (seckill serve, or seckill worker --relay)?", probeUntaken))
+		}
+		select {
+		case <-ctx.Done():
+			return wire.EngineProbe{}, probeProblem(fmt.Sprintf("the engine probe did not finish in %v: %d of %d workflows started, %d completed (is an order worker of this version running?)",
+				probeTime(n), started, n, done))
+		case <-tick.C:
+		}
+	}
 }
 
-func probeView(p relay.Probe) wire.EngineProbe {
-	host, _ := os.Hostname()
-	var rate float64
-	if p.Span > 0 {
-		rate = float64(p.Workflows) / p.Span.Seconds()
+func (s *Server) probeResult(ctx context.Context, run string, n int, relays []string) (wire.EngineProbe, error) {
+	times, err := relay.ReadProbeTimes(ctx, s.deps.Temporal, run)
+	if err != nil {
+		return wire.EngineProbe{}, toHTTP(ctx, fmt.Errorf("%w: %w", err, domain.ErrUnavailable))
 	}
-	return wire.EngineProbe{
-		Workflows: p.Workflows, Parallel: p.Parallel,
-		Seconds: p.Span.Seconds(), WorkflowsPerSec: rate,
-		StartsSeconds: p.Starts.Seconds(), SettledSeconds: p.Settled.Seconds(),
-		Instance: fmt.Sprintf("%s/%d", host, os.Getpid()),
+	p := wire.EngineProbe{Workflows: n, Seconds: times.Span.Seconds(), StartsSeconds: times.Starts.Seconds(), Relays: relays}
+	if times.Span > 0 {
+		p.WorkflowsPerSec = float64(n) / times.Span.Seconds()
 	}
+	return p, nil
+}
+
+func probeProblem(detail string) error {
+	return problem(http.StatusServiceUnavailable, wire.CodeUnavailable, detail)
 }

@@ -127,9 +127,7 @@ type Server struct {
 	handler http.Handler // mux, traced when tracing is on
 	hub     *push.Hub
 	relay   *relay.Relay
-	// starter starts this instance's workflows: the relay's orders and
-	// the engine probe's (probe.go); probing is set while a probe runs.
-	starter *relay.TemporalStarter
+	// probing is set while an engine probe runs (probe.go).
 	probing atomic.Bool
 	orders  *orders.Service
 	// inFlight holds a token per purchase being processed.
@@ -182,9 +180,8 @@ func New(cfg Config, deps Deps) *Server {
 	s.hub = push.NewHub(deps.Stock.Client(), s.snapshot, push.Options{
 		AllowedOrigins: cfg.AllowedOrigins, Line: s.orders.Places, LineRefresh: cfg.LineRefresh,
 	})
-	s.starter = relay.NewTemporalStarter(deps.Temporal)
 	if !cfg.NoRelay {
-		s.relay = relay.New(deps.Stock, s.starter, cfg.Relay)
+		s.relay = relay.New(deps.Stock, relay.NewTemporalStarter(deps.Temporal), cfg.Relay)
 	}
 	s.metrics = newMetrics(s.reg, s)
 

@@ -11,8 +11,8 @@ import (
 
 // EngineCeiling is the Temporal engine's own rate for the orders, as the
 // api's engine probe measured it (POST /v1/admin/engine-probe): no-op
-// workflows started from an api instance the way its relay starts orders,
-// run by the order worker wherever it runs, timed by the Temporal server.
+// workflows started by the relays wherever they run, the way they start
+// orders, run by the order worker, timed by the Temporal server.
 // The ceiling and the saga are thus measured in the same shape, whatever
 // the topology; the load averages and the CPU of the phase (CPU.Engine)
 // are the conditions it was measured in.

@@ -34,8 +34,8 @@ func (r *Result) Table() string {
 		row("http limit", "not measured (%s)", r.NotMeasured["http_limit"])
 	}
 	if e := r.Engine; e != nil {
-		row("temporal engine", "%.1f workflows/s: %d no-op workflows in %.2f s (server's times), started by %s, %d in flight",
-			e.WorkflowsPerSec, e.Workflows, e.Seconds, e.Instance, e.Parallel)
+		row("temporal engine", "%.1f workflows/s: %d no-op workflows in %.2f s (the server's times), started by %d relay(s)",
+			e.WorkflowsPerSec, e.Workflows, e.Seconds, len(e.Relays))
 		row("  load average", "%s before, %s after", e.LoadBefore, e.LoadAfter)
 	} else {
 		row("temporal engine", "not measured (%s)", r.NotMeasured["engine_ceiling"])

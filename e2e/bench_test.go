@@ -178,7 +178,7 @@ func TestBenchMeasuresLimitsAndCPU(t *testing.T) {
 	if r.AdmissionVsHTTP <= 0 || r.P99VsHTTP <= 0 || r.AdmissionVsCeil <= 0 {
 		t.Errorf("admission / http limit %v, p99 / http limit %v, admission / ceiling %v", r.AdmissionVsHTTP, r.P99VsHTTP, r.AdmissionVsCeil)
 	}
-	if e.Workflows != workflows || e.Seconds <= 0 || e.WorkflowsPerSec <= 0 || e.Parallel <= 0 || e.Instance == "" ||
+	if e.Workflows != workflows || e.Seconds <= 0 || e.WorkflowsPerSec <= 0 || len(e.Relays) != 1 ||
 		e.LoadBefore == "" || e.LoadAfter == "" || r.SagaLoadBefore == "" || r.SagaVsEngine <= 0 {
 		t.Errorf("engine_ceiling %+v, saga / engine %v", e, r.SagaVsEngine)
 	}

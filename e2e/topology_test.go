@@ -88,12 +88,13 @@ func TestProductionTopology(t *testing.T) {
 	if !r.InvariantsOK || !r.AllCreated || r.Accepted != units || (r.Lost != nil && r.Lost.Lost != 0) {
 		t.Fatalf("bench: invariants %v, all created %v, accepted %d of %d, violations %v", r.InvariantsOK, r.AllCreated, r.Accepted, units, r.Violations)
 	}
-	// The engine probe ran on the order workers of the other processes,
-	// started from the serve process the bench targets.
-	if e := r.Engine; e == nil || e.Workflows != 200 || e.WorkflowsPerSec <= 0 || r.SagaVsEngine <= 0 {
+	// The engine probe's workflows were started by the relays of the
+	// serve processes and run by the workers of two others.
+	if e := r.Engine; e == nil || e.Workflows != 200 || e.WorkflowsPerSec <= 0 || len(e.Relays) == 0 || r.SagaVsEngine <= 0 {
 		t.Fatalf("engine ceiling %+v (not measured: %v), saga / engine %v", r.Engine, r.NotMeasured, r.SagaVsEngine)
 	}
-	t.Logf("engine probe on the topology: %.1f workflows/s over %.2f s; saga %.2f× it", r.Engine.WorkflowsPerSec, r.Engine.Seconds, r.SagaVsEngine)
+	t.Logf("engine probe on the topology: %.1f workflows/s over %.2f s, started by %v; saga %.2f× it",
+		r.Engine.WorkflowsPerSec, r.Engine.Seconds, r.Engine.Relays, r.SagaVsEngine)
 	t.Logf("topology: %d accepted, %d paid, %d cancelled; all orders created after %.1fs (%.1f orders/s)",
 		r.Accepted, r.Paid, r.Cancelled, r.CreatedSeconds, r.OrdersPerSecond)
 	// The unpaid orders expire 20 s after they were placed; then nothing runs.

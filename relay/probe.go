@@ -2,153 +2,236 @@ package relay
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/seckill/seckill/workflows"
 )
 
-// Probe is what an engine probe measured: n no-op workflows
-// (workflows.EngineProbe) started on the order task queue from this
-// starter's client, Parallel at a time with eager start, as the relay
-// starts orders, and run by the order worker. Its times are the Temporal
-// server's own records of the workflows, so they do not depend on where
-// the caller runs (docs/design.md §4.9).
-type Probe struct {
-	Workflows int
-	Parallel  int
-	// Span is from the first probe's start to the last one's close, as the
-	// server recorded them.
-	Span time.Duration
-	// Starts is how long this process took to start them all.
-	Starts time.Duration
-	// Settled is how long after the last start returned the server's
-	// visibility listed every probe completed.
-	Settled time.Duration
+// The engine probe measures the Temporal engine's ceiling in the shape the
+// orders take (docs/design.md §4.9): no-op workflows (workflows.EngineProbe)
+// started by the relays, wherever they run (the api, or `seckill worker
+// --relay`), through the client and with the parallelism they start orders
+// with, and run by the order worker. The api asks for it by pushing jobs of
+// ProbeChunk workflows onto a Redis list that every relay polls; relays take
+// jobs as fast as they start them, as they share the intents of a wave.
+
+// ProbeStarter starts one engine-probe workflow; the relay's Starter
+// implements it to take part in probes.
+type ProbeStarter interface {
+	StartProbe(ctx context.Context, workflowID string) error
 }
 
-// probePrefix begins every probe workflow's id: "engine-probe-<run>-<i>".
-const probePrefix = "engine-probe-"
+// Redis keys of the probes: the jobs, and per run the relays that took
+// part and the errors they met.
+const (
+	probeJobsKey = "seckill:engine-probe:jobs"
+	// ProbeChunk is the workflows of one job.
+	ProbeChunk = 16
+	// probePoll is how often a relay looks for probe jobs: a RPOP, no
+	// connection held between.
+	probePoll = 500 * time.Millisecond
+)
 
-// Probe starts n engine-probe workflows named after run, parallel at a time,
-// and waits until the server lists all of them completed. A probe that
-// never completes (no worker registers workflows.EngineProbeName, one that
-// is not this version's) makes it wait until ctx ends.
-func (s *TemporalStarter) Probe(ctx context.Context, run string, n, parallel int) (Probe, error) {
-	res := Probe{Workflows: n, Parallel: parallel}
-	prefix := probePrefix + run + "-"
-	var (
-		wg     sync.WaitGroup
-		sem    = make(chan struct{}, parallel)
-		mu     sync.Mutex
-		failed error
-	)
-	begin := time.Now()
-	for i := range n {
-		sem <- struct{}{}
-		mu.Lock()
-		stop := failed != nil
-		mu.Unlock()
-		if stop || ctx.Err() != nil {
-			<-sem
-			break
+func probeRelaysKey(run string) string { return "seckill:engine-probe:" + run + ":relays" }
+func probeErrorsKey(run string) string { return "seckill:engine-probe:" + run + ":errors" }
+
+// ProbeID is the workflow id of a probe's i-th workflow; ProbePrefix(run)
+// begins all of them.
+func ProbeID(run string, i int) string { return fmt.Sprintf("%s%d", ProbePrefix(run), i) }
+
+// ProbePrefix begins the workflow ids of run's probe workflows.
+func ProbePrefix(run string) string { return "engine-probe-" + run + "-" }
+
+type probeJob struct {
+	Run      string    `json:"run"`
+	From     int       `json:"from"`
+	To       int       `json:"to"` // exclusive
+	Deadline time.Time `json:"deadline"`
+}
+
+// RequestProbe pushes the jobs of a probe of n workflows; the relays start
+// them until deadline, after which a job left over is dropped.
+func RequestProbe(ctx context.Context, rdb redis.UniversalClient, run string, n int, deadline time.Time) error {
+	jobs := make([]any, 0, n/ProbeChunk+1)
+	for from := 0; from < n; from += ProbeChunk {
+		b, err := json.Marshal(probeJob{Run: run, From: from, To: min(from+ProbeChunk, n), Deadline: deadline})
+		if err != nil {
+			return err
 		}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			err := s.firstAlone(func() error {
-				_, err := s.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-					ID: fmt.Sprintf("%s%d", prefix, i), TaskQueue: workflows.TaskQueue, EnableEagerStart: true,
-				}, workflows.EngineProbeName)
-				return err
-			})
-			if err != nil {
-				mu.Lock()
-				failed = cmpErr(failed, fmt.Errorf("start engine probe %d: %w", i, err))
-				mu.Unlock()
-			}
-		})
+		jobs = append(jobs, b)
 	}
-	wg.Wait()
-	if failed != nil || ctx.Err() != nil {
-		return res, cmpErr(failed, ctx.Err())
-	}
-	res.Starts = time.Since(begin)
+	ttl := time.Until(deadline) + time.Minute
+	_, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.LPush(ctx, probeJobsKey, jobs...)
+		p.Expire(ctx, probeJobsKey, ttl)
+		return nil
+	})
+	return err
+}
 
-	query := fmt.Sprintf("WorkflowType = '%s' AND WorkflowId STARTS_WITH '%s'", workflows.EngineProbeName, prefix)
-	settled := time.Now()
-	if err := awaitCompleted(ctx, s.client, query, n); err != nil {
-		return res, err
-	}
-	res.Settled = time.Since(settled)
-	span, err := serverSpan(ctx, s.client, query)
+// ProbeReport is what the relays said of a probe so far: which took part,
+// and the errors they met.
+type ProbeReport struct {
+	Relays []string
+	Errors []string
+}
+
+// ReadProbe reads the report of run.
+func ReadProbe(ctx context.Context, rdb redis.UniversalClient, run string) (ProbeReport, error) {
+	relays, err := rdb.SMembers(ctx, probeRelaysKey(run)).Result()
 	if err != nil {
-		return res, err
+		return ProbeReport{}, err
 	}
-	res.Span = span
-	return res, nil
+	errs, err := rdb.LRange(ctx, probeErrorsKey(run), 0, 9).Result()
+	return ProbeReport{Relays: relays, Errors: errs}, err
 }
 
-func cmpErr(a, b error) error {
-	if a != nil {
-		return a
-	}
-	return b
-}
-
-// awaitCompleted polls visibility until it counts n completed workflows
-// matching query.
-func awaitCompleted(ctx context.Context, c client.Client, query string, n int) error {
-	tick := time.NewTicker(100 * time.Millisecond)
+// probeLoop takes probe jobs while ctx lasts and starts their workflows,
+// Parallel in flight, as the relay starts orders. It takes a job only when
+// it has room to start all of it at once, as it reads intents: a relay
+// never hoards jobs that another could start sooner.
+func (r *Relay) probeLoop(ctx context.Context, ps ProbeStarter) {
+	sem := make(chan struct{}, r.opts.Parallel)
+	room := min(ProbeChunk, r.opts.Parallel)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	tick := time.NewTicker(probePoll)
 	defer tick.Stop()
 	for {
-		resp, err := c.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{
-			Query: query + " AND ExecutionStatus = 'Completed'",
-		})
-		switch {
-		case err != nil && ctx.Err() != nil:
-			return ctx.Err()
-		case err != nil:
-			return fmt.Errorf("count the engine probes: %w", err)
-		case resp.GetCount() >= int64(n):
-			return nil
+		for range room {
+			sem <- struct{}{}
 		}
-		select {
-		case <-ctx.Done():
-			return errors.Join(fmt.Errorf("%d of %d engine probes completed (is an order worker of this version running?)",
-				resp.GetCount(), n), ctx.Err())
-		case <-tick.C:
+		job, ok := r.takeProbeJob(ctx)
+		if !ok {
+			for range room {
+				<-sem
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			continue
+		}
+		ttl := time.Until(job.Deadline) + time.Minute
+		r.rdb.SAdd(ctx, probeRelaysKey(job.Run), r.opts.Consumer)
+		r.rdb.Expire(ctx, probeRelaysKey(job.Run), ttl)
+		for i := job.From; i < job.To; i++ {
+			if i-job.From >= room {
+				sem <- struct{}{}
+			}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				if err := ps.StartProbe(ctx, ProbeID(job.Run, i)); err != nil && ctx.Err() == nil {
+					msg := fmt.Sprintf("%s: start %s: %v", r.opts.Consumer, ProbeID(job.Run, i), err)
+					r.rdb.RPush(context.WithoutCancel(ctx), probeErrorsKey(job.Run), msg)
+					r.rdb.Expire(context.WithoutCancel(ctx), probeErrorsKey(job.Run), ttl)
+				}
+			})
+		}
+		for range room - min(room, job.To-job.From) {
+			<-sem // the room a short job did not use
 		}
 	}
 }
 
-// serverSpan is the time from the earliest start to the latest close of
-// the workflows matching query, as the server recorded them.
-func serverSpan(ctx context.Context, c client.Client, query string) (time.Duration, error) {
-	var first, last time.Time
+// takeProbeJob pops the oldest probe job whose probe still waits; ok is
+// false when there is none (or Redis did not answer).
+func (r *Relay) takeProbeJob(ctx context.Context) (job probeJob, ok bool) {
+	for {
+		raw, err := r.rdb.RPop(ctx, probeJobsKey).Result()
+		switch {
+		case errors.Is(err, redis.Nil):
+			return job, false
+		case err != nil:
+			if ctx.Err() == nil {
+				r.opts.Logger.Warn("relay: take an engine probe job", "err", err)
+			}
+			return job, false
+		}
+		if err := json.Unmarshal([]byte(raw), &job); err != nil || job.Run == "" || job.To <= job.From {
+			r.opts.Logger.Warn("relay: malformed engine probe job dropped", "job", raw)
+			continue
+		}
+		if time.Now().After(job.Deadline) {
+			continue // the probe that asked has given up
+		}
+		return job, true
+	}
+}
+
+// StartProbe starts one engine-probe workflow on the order task queue, as
+// Start starts an order (eager where a worker shares the client).
+func (s *TemporalStarter) StartProbe(ctx context.Context, workflowID string) error {
+	return s.firstAlone(func() error {
+		_, err := s.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+			ID: workflowID, TaskQueue: workflows.TaskQueue, EnableEagerStart: true,
+		}, workflows.EngineProbeName)
+		return err
+	})
+}
+
+// ProbeTimes are a finished probe's times as the Temporal server recorded
+// them.
+type ProbeTimes struct {
+	// Span is from the first workflow's start to the last one's close.
+	Span time.Duration
+	// Starts is from the first start to the last.
+	Starts time.Duration
+}
+
+// probeQuery selects run's probe workflows in visibility.
+func probeQuery(run string) string {
+	return fmt.Sprintf("WorkflowType = '%s' AND WorkflowId STARTS_WITH '%s'", workflows.EngineProbeName, ProbePrefix(run))
+}
+
+// CountProbe counts run's probe workflows that have started and those
+// that have completed, as visibility lists them.
+func CountProbe(ctx context.Context, c client.Client, run string) (started, completed int64, err error) {
+	all, err := c.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Query: probeQuery(run)})
+	if err != nil {
+		return 0, 0, fmt.Errorf("count the engine probes: %w", err)
+	}
+	done, err := c.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Query: probeQuery(run) + " AND ExecutionStatus = 'Completed'"})
+	if err != nil {
+		return 0, 0, fmt.Errorf("count the engine probes: %w", err)
+	}
+	return all.GetCount(), done.GetCount(), nil
+}
+
+// ReadProbeTimes lists run's probe workflows and returns their times.
+func ReadProbeTimes(ctx context.Context, c client.Client, run string) (ProbeTimes, error) {
+	var firstStart, lastStart, lastClose time.Time
 	var token []byte
 	for {
 		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
-			Query: query, PageSize: 1000, NextPageToken: token,
+			Query: probeQuery(run), PageSize: 1000, NextPageToken: token,
 		})
 		if err != nil {
-			return 0, fmt.Errorf("list the engine probes: %w", err)
+			return ProbeTimes{}, fmt.Errorf("list the engine probes: %w", err)
 		}
 		for _, ex := range resp.GetExecutions() {
 			start, end := ex.GetStartTime().AsTime(), ex.GetCloseTime().AsTime()
-			if first.IsZero() || start.Before(first) {
-				first = start
+			if firstStart.IsZero() || start.Before(firstStart) {
+				firstStart = start
 			}
-			if end.After(last) {
-				last = end
+			if start.After(lastStart) {
+				lastStart = start
+			}
+			if end.After(lastClose) {
+				lastClose = end
 			}
 		}
 		if token = resp.GetNextPageToken(); len(token) == 0 {
-			return last.Sub(first), nil
+			return ProbeTimes{Span: lastClose.Sub(firstStart), Starts: lastStart.Sub(firstStart)}, nil
 		}
 	}
 }

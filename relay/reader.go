@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -48,8 +49,15 @@ type reader struct {
 const claimCalls = 8
 
 // Run reads the intent streams of the live sales and starts their
-// workflows until ctx ends. It returns ctx's error.
+// workflows until ctx ends, and takes part in engine probes (probe.go:
+// a RPOP every half second, no connection held). It returns ctx's error.
 func (r *Relay) Run(ctx context.Context) error {
+	if ps, ok := r.starter.(ProbeStarter); ok {
+		// The engine probe's starts go out where the orders' do (probe.go).
+		var probes sync.WaitGroup
+		defer probes.Wait()
+		probes.Go(func() { r.probeLoop(ctx, ps) })
+	}
 	rd := &reader{r: r, byKey: map[string]*stream{}, errs: newBackoff()}
 	defer r.liveSales.Store(0)
 	for ctx.Err() == nil {

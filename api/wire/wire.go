@@ -146,11 +146,9 @@ type EngineProbeBody struct {
 // EngineProbe is what an engine probe measured: the Temporal engine's own
 // rate with the order worker, in the shape the orders take.
 type EngineProbe struct {
-	Workflows       int     `json:"workflows" doc:"No-op workflows run."`
-	Parallel        int     `json:"parallel" doc:"Starts in flight at once, the relay's."`
-	Seconds         float64 `json:"seconds" doc:"From the first workflow's start to the last one's close, as the Temporal server recorded them."`
-	WorkflowsPerSec float64 `json:"workflows_per_second" doc:"workflows / seconds: the engine's ceiling for the orders of this deployment."`
-	StartsSeconds   float64 `json:"starts_seconds" doc:"How long this instance took to start them all."`
-	SettledSeconds  float64 `json:"visibility_settled_seconds" doc:"How long after the last start Temporal's visibility listed every one completed."`
-	Instance        string  `json:"instance" doc:"The api instance that started them (host name and process id)."`
+	Workflows       int      `json:"workflows" doc:"No-op workflows run."`
+	Seconds         float64  `json:"seconds" doc:"From the first workflow's start to the last one's close, as the Temporal server recorded them."`
+	WorkflowsPerSec float64  `json:"workflows_per_second" doc:"workflows / seconds: the engine's ceiling for the orders of this deployment."`
+	StartsSeconds   float64  `json:"starts_seconds" doc:"From the first workflow's start to the last one's, as the server recorded them."`
+	Relays          []string `json:"relays" doc:"The relays that started them (their consumer names: host, process id, start time)."`
 }

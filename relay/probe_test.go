@@ -1,0 +1,119 @@
+package relay_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/relay"
+	"github.com/seckill/seckill/workflows"
+)
+
+// probeStarter records the probe workflows it was asked to start; failing
+// makes every start fail.
+type probeStarter struct {
+	mu      sync.Mutex
+	started map[string]int
+	failing bool
+}
+
+func (p *probeStarter) Start(context.Context, workflows.OrderInput) (bool, error) {
+	return false, errors.New("no orders in this test")
+}
+
+func (p *probeStarter) StartProbe(_ context.Context, id string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.failing {
+		return errors.New("temporal said no")
+	}
+	p.started[id]++
+	return nil
+}
+
+func (p *probeStarter) count() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.started)
+}
+
+// A probe's workflows are started by the relays that poll for its jobs,
+// each exactly once across them, and each relay that took part is named;
+// a relay's failure to start is reported; a job whose probe gave up is
+// dropped.
+func TestProbeJobsAreStartedOnceAcrossRelays(t *testing.T) {
+	ctx := context.Background()
+	st, rdb := newStock(t)
+	a, b := &probeStarter{started: map[string]int{}}, &probeStarter{started: map[string]int{}}
+	stopA := run(t, relay.New(st, a, relay.Options{Consumer: "relay-a"}))
+	defer stopA()
+	stopB := run(t, relay.New(st, b, relay.Options{Consumer: "relay-b"}))
+	defer stopB()
+
+	const n = 20 * relay.ProbeChunk
+	if err := relay.RequestProbe(ctx, rdb, "r1", n, time.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if got := a.count() + b.count(); got < n {
+			return fmt.Errorf("%d of %d probe workflows started", got, n)
+		}
+		return nil
+	})
+	for i := range n {
+		id := relay.ProbeID("r1", i)
+		if a.started[id]+b.started[id] != 1 {
+			t.Fatalf("%s started %d + %d times", id, a.started[id], b.started[id])
+		}
+	}
+	report, err := relay.ReadProbe(ctx, rdb, "r1")
+	if err != nil || len(report.Errors) != 0 || len(report.Relays) == 0 {
+		t.Fatalf("report %+v, %v", report, err)
+	}
+	for _, name := range report.Relays {
+		if name != "relay-a" && name != "relay-b" {
+			t.Fatalf("report names relay %q", name)
+		}
+	}
+
+	// A probe that gave up: its jobs are dropped, nothing starts.
+	if err := relay.RequestProbe(ctx, rdb, "r2", relay.ProbeChunk, time.Now().Add(-time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	// A failing start is reported under the probe's run.
+	a.mu.Lock()
+	a.failing = true
+	a.mu.Unlock()
+	stopB()
+	if err := relay.RequestProbe(ctx, rdb, "r3", 1, time.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 30*time.Second, func() error {
+		r, err := relay.ReadProbe(ctx, rdb, "r3")
+		if err != nil || len(r.Errors) == 0 {
+			return fmt.Errorf("no error reported yet (%v)", err)
+		}
+		if !strings.Contains(r.Errors[0], "relay-a") || !strings.Contains(r.Errors[0], "temporal said no") {
+			return fmt.Errorf("error %q names neither the relay nor the cause", r.Errors[0])
+		}
+		return nil
+	})
+	if left, err := rdb.LLen(ctx, "seckill:engine-probe:jobs").Result(); err != nil || left != 0 {
+		t.Fatalf("%d probe jobs left (%v): the expired one was not dropped", left, err)
+	}
+	for id := range b.started {
+		if strings.HasPrefix(id, relay.ProbePrefix("r2")) {
+			t.Fatalf("%s of a probe that gave up was started", id)
+		}
+	}
+	for id := range a.started {
+		if strings.HasPrefix(id, relay.ProbePrefix("r2")) {
+			t.Fatalf("%s of a probe that gave up was started", id)
+		}
+	}
+}
