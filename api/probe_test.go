@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
 	"go.temporal.io/api/workflowservice/v1"
 
+	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/api/wire"
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/client"
@@ -87,5 +89,15 @@ func TestEngineProbe(t *testing.T) {
 	}
 	if done := probes("Completed"); done != first+n {
 		t.Fatalf("%d probe workflows completed, want %d", done, first+n)
+	}
+}
+
+// With no relay anywhere, nothing takes the probe's jobs: the api says so
+// instead of waiting out the probe's time.
+func TestEngineProbeWithoutARelay(t *testing.T) {
+	s := start(t, options{cfg: api.Config{NoRelay: true}})
+	r := s.do(http.MethodPost, "/v1/admin/engine-probe", s.token("probe-admin", auth.RoleAdmin), `{"workflows":5}`)
+	if p := r.problem(t); r.status != http.StatusServiceUnavailable || p.Code != wire.CodeUnavailable || !strings.Contains(p.Detail, "no relay") {
+		t.Fatalf("probe without a relay: %d %s, want 503 UNAVAILABLE naming the missing relay", r.status, r.body)
 	}
 }

@@ -109,11 +109,30 @@ type TemporalOptions struct {
 	// keys it sets override DynamicConfig's, and it is read again every
 	// 10 s, so a change applies without a restart.
 	DynamicConfigFile string
+	// TLS, if set, makes the frontend serve TLS, and mutual TLS with a
+	// client CA. The server's own clients (its system workers, the
+	// namespace setup, the Web UI) then reach it through an internal
+	// frontend on the services' address, without TLS. Every process of a
+	// cluster must be given the same, so that all know of the internal
+	// frontend.
+	TLS *ServerTLS
 	// MetricsAddress, if set, is where the server serves its own metrics
 	// for Prometheus (/metrics: persistence latencies, task queue
 	// backlogs, shard health); "" serves none.
 	MetricsAddress string
 }
+
+// ServerTLS is the frontend's TLS: its certificate and key (PEM files),
+// and the CA whose certificates clients must present (mutual TLS); no
+// ClientCAFile: any client may connect, over TLS.
+type ServerTLS struct {
+	CertFile, KeyFile, ClientCAFile string
+}
+
+// internalFrontend says whether the server's own calls go through an
+// internal frontend: when the public one wants what they do not have (a
+// key, a client certificate).
+func (o *TemporalOptions) internalFrontend() bool { return o.APIKey != "" || o.TLS != nil }
 
 func (o *TemporalOptions) setDefaults() error {
 	if o.IP == "" {
@@ -146,6 +165,8 @@ func (o *TemporalOptions) setDefaults() error {
 		return fmt.Errorf("devstack: invalid history shard count %d", o.HistoryShards)
 	case o.Retention < 0:
 		return fmt.Errorf("devstack: negative retention %v", o.Retention)
+	case o.TLS != nil && (o.TLS.CertFile == "" || o.TLS.KeyFile == ""):
+		return fmt.Errorf("devstack: TLS needs a certificate and its key")
 	}
 	return nil
 }

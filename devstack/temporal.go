@@ -23,11 +23,14 @@ import (
 // Temporal is a running in-process Temporal server, with its Web UI unless
 // disabled. Stop it with Stop.
 type Temporal struct {
-	server    temporal.Server
-	db        database
-	ui        *uiserver.Server
-	uiDone    chan struct{}
-	frontend  string
+	server   temporal.Server
+	db       database
+	ui       *uiserver.Server
+	uiDone   chan struct{}
+	frontend string
+	// local is the frontend the server's own clients dial: the internal
+	// one, without TLS, when the public one wants a client certificate.
+	local     string
 	uiURL     string
 	namespace string
 	// quiet silences the server's log once Stop begins: while its services
@@ -104,12 +107,15 @@ func StartTemporal(ctx context.Context, opts TemporalOptions) (*Temporal, error)
 	// Every service has a config, the ones other processes run too: the
 	// membership monitor tracks a ring for each configured service.
 	all := slices.Clone(temporal.DefaultServices)
-	if opts.APIKey != "" && runsFrontend {
+	if opts.internalFrontend() {
 		// The server's own calls (its system workers, the operator API's
 		// lookups) go through an internal frontend, which trusts them:
-		// the public one wants the key, which they do not have.
-		names = append(names, string(primitives.InternalFrontendService))
+		// the public one wants a key or a certificate they do not have.
+		// Every process knows of it; the frontend's runs it.
 		all = append(all, string(primitives.InternalFrontendService))
+		if runsFrontend {
+			names = append(names, string(primitives.InternalFrontendService))
+		}
 	}
 	services, err := serviceConfigs(&serverPorts, opts.IP, hosts.internal, frontendPort, all)
 	if err != nil {
@@ -159,7 +165,10 @@ func StartTemporal(ctx context.Context, opts TemporalOptions) (*Temporal, error)
 		return nil, fmt.Errorf("devstack: start temporal server: %w", err)
 	}
 
-	t := &Temporal{server: srv, db: db, frontend: frontendAddr, namespace: opts.Namespace, quiet: quiet, dcDone: dcDone}
+	t := &Temporal{server: srv, db: db, frontend: frontendAddr, local: frontendAddr, namespace: opts.Namespace, quiet: quiet, dcDone: dcDone}
+	if opts.TLS != nil {
+		t.local = net.JoinHostPort(hosts.broadcast, strconv.Itoa(services[string(primitives.InternalFrontendService)].RPC.GRPCPort))
+	}
 	if !runsFrontend {
 		return t, nil // the frontend's process sets the namespace up
 	}
@@ -178,6 +187,10 @@ func StartTemporal(ctx context.Context, opts TemporalOptions) (*Temporal, error)
 
 // FrontendAddress is the host:port SDK clients dial, e.g. "127.0.0.1:7233".
 func (t *Temporal) FrontendAddress() string { return t.frontend }
+
+// LocalAddress is the host:port the process's own clients dial: the
+// frontend, or with TLS the internal frontend, which needs none.
+func (t *Temporal) LocalAddress() string { return t.local }
 
 // UIURL is the Web UI's base URL, e.g. "http://127.0.0.1:8233", or "" when the
 // UI is disabled.
@@ -227,6 +240,7 @@ func serverConfig(opts TemporalOptions, db database, services map[string]config.
 			// for: a nil metrics config is a no-op handler. Fewer ports,
 			// fewer collisions.
 			Metrics: serverMetrics,
+			TLS:     frontendTLS(opts.TLS),
 			Membership: config.Membership{
 				MaxJoinDuration:  30 * time.Second,
 				BroadcastAddress: broadcastIP,
@@ -258,10 +272,10 @@ func serverConfig(opts TemporalOptions, db database, services map[string]config.
 }
 
 // publicClient is how the server's system workers reach a frontend: the
-// public one, or, with an API key, the internal frontend (found through
-// membership, so no address).
+// public one, or, with an API key or TLS, the internal frontend (found
+// through membership, so no address).
 func publicClient(opts TemporalOptions, frontendAddr string) config.PublicClient {
-	if opts.APIKey != "" {
+	if opts.internalFrontend() {
 		return config.PublicClient{}
 	}
 	return config.PublicClient{HostPort: frontendAddr}
@@ -276,4 +290,17 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	case <-timer.C:
 		return nil
 	}
+}
+
+// frontendTLS is the server's TLS config: the public frontend's only;
+// the services talk to each other in plain gRPC on their own addresses.
+func frontendTLS(t *ServerTLS) config.RootTLS {
+	if t == nil {
+		return config.RootTLS{}
+	}
+	server := config.ServerTLS{CertFile: t.CertFile, KeyFile: t.KeyFile}
+	if t.ClientCAFile != "" {
+		server.ClientCAFiles, server.RequireClientAuth = []string{t.ClientCAFile}, true
+	}
+	return config.RootTLS{Frontend: config.GroupTLS{Server: server}}
 }

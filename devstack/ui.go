@@ -16,7 +16,7 @@ import (
 
 func (t *Temporal) startUI(ctx context.Context, ports *reservation, opts TemporalOptions, hosts hostSet, port int, logger *slog.Logger) error {
 	cfg := &uiconfig.Config{
-		TemporalGRPCAddress: t.frontend,
+		TemporalGRPCAddress: t.local,
 		Host:                opts.IP,
 		Port:                port,
 		EnableUI:            true,

@@ -193,18 +193,16 @@ func probeQuery(run string) string {
 	return fmt.Sprintf("WorkflowType = '%s' AND WorkflowId STARTS_WITH '%s'", workflows.EngineProbeName, ProbePrefix(run))
 }
 
-// CountProbe counts run's probe workflows that have started and those
-// that have completed, as visibility lists them.
-func CountProbe(ctx context.Context, c client.Client, run string) (started, completed int64, err error) {
-	all, err := c.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Query: probeQuery(run)})
+// CountCompleted counts run's probe workflows that visibility lists as
+// completed.
+func CountCompleted(ctx context.Context, c client.Client, run string) (int64, error) {
+	resp, err := c.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{
+		Query: probeQuery(run) + " AND ExecutionStatus = 'Completed'",
+	})
 	if err != nil {
-		return 0, 0, fmt.Errorf("count the engine probes: %w", err)
+		return 0, fmt.Errorf("count the engine probes: %w", err)
 	}
-	done, err := c.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Query: probeQuery(run) + " AND ExecutionStatus = 'Completed'"})
-	if err != nil {
-		return 0, 0, fmt.Errorf("count the engine probes: %w", err)
-	}
-	return all.GetCount(), done.GetCount(), nil
+	return resp.GetCount(), nil
 }
 
 // ReadProbeTimes lists run's probe workflows and returns their times.

@@ -2,9 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"slices"
 	"time"
@@ -32,15 +32,21 @@ type TemporalCmd struct {
 	VisibilityURL string        `name:"postgres-visibility-url" env:"SECKILL_TEMPORAL_POSTGRES_VISIBILITY_URL" help:"Postgres database for visibility (default: --postgres-url's database name with _visibility)."`
 	Services      []string      `name:"services" sep:"," enum:"frontend,history,matching,worker" default:"frontend,history,matching,worker" help:"The services this process runs: processes that share --postgres-url and run some each form one cluster."`
 	FrontendAddr  string        `name:"frontend-address" help:"The cluster's frontend host:port, for a process that does not run it."`
-	HistoryShards int           `name:"history-shards" default:"1" help:"History shards, fixed when the database is created: a server given another count on an existing database refuses to start."`
+	HistoryShards int           `name:"history-shards" env:"SECKILL_TEMPORAL_HISTORY_SHARDS" default:"1" help:"History shards, fixed when the database is created: a server given another count on an existing database refuses to start."`
 	Retention     time.Duration `name:"retention" env:"SECKILL_TEMPORAL_RETENTION" default:"72h" help:"How long the namespace keeps closed workflows (at least 1h): an order's history stays in the Web UI this long after it ends."`
 	DynamicConfig string        `name:"dynamic-config" type:"existingfile" env:"SECKILL_TEMPORAL_DYNAMIC_CONFIG" help:"A dynamic-config file in the Temporal server's YAML format (frontend rate limits, history cache sizes, …), read again every 10 s; its keys override seckill's defaults."`
+	TLSCert       string        `name:"tls-cert" type:"existingfile" env:"SECKILL_TEMPORAL_TLS_CERT" help:"Serve the frontend over TLS with this certificate (PEM), with --tls-key; give every process of the cluster the same TLS flags."`
+	TLSKey        string        `name:"tls-key" type:"existingfile" env:"SECKILL_TEMPORAL_TLS_KEY" help:"Private key (PEM) of --tls-cert."`
+	TLSClientCA   string        `name:"tls-client-ca" type:"existingfile" env:"SECKILL_TEMPORAL_TLS_CLIENT_CA" help:"Require clients to present a certificate from this CA (PEM): mutual TLS, as Temporal Cloud does."`
 	MetricsAddr   string        `name:"metrics-addr" env:"SECKILL_TEMPORAL_METRICS_ADDR" help:"Serve the Temporal server's own metrics for Prometheus at http://ADDR/metrics (persistence latencies, task queue backlogs, shard health); empty = none."`
 	Verbose       bool          `name:"verbose" help:"Log the Temporal server at info level instead of warn."`
 	APIKey        string        `name:"api-key" env:"SECKILL_TEMPORAL_SERVER_API_KEY" help:"Refuse a namespace's calls without 'Authorization: Bearer KEY' (as Temporal Cloud does; clients pass --temporal-api-key). The Web UI cannot present it: its pages are refused."`
 }
 
 func (c *TemporalCmd) Run(ctx context.Context) error {
+	if (c.TLSCert == "") != (c.TLSKey == "") || (c.TLSClientCA != "" && c.TLSCert == "") {
+		return errors.New("--tls-cert and --tls-key go together, and --tls-client-ca needs them")
+	}
 	if c.Retention < time.Hour {
 		return fmt.Errorf("--retention %v: the server keeps closed workflows at least 1h", c.Retention)
 	}
@@ -70,19 +76,23 @@ func (c *TemporalCmd) Run(ctx context.Context) error {
 
 func (c *TemporalCmd) options() devstack.TemporalOptions {
 	opts := devstack.TemporalOptions{
-		IP:                c.IP,
-		BroadcastAddress:  c.Broadcast,
-		Port:              c.Port,
-		UIPort:            c.UIPort,
-		Namespace:         c.Namespace,
-		HistoryShards:     c.HistoryShards,
-		SearchAttributes:  workflows.SearchAttributeTypes,
-		LogLevel:          "warn",
-		Logger:            slog.New(slog.NewTextHandler(os.Stderr, nil)).With("component", "temporal-server"),
+		IP:               c.IP,
+		BroadcastAddress: c.Broadcast,
+		Port:             c.Port,
+		UIPort:           c.UIPort,
+		Namespace:        c.Namespace,
+		HistoryShards:    c.HistoryShards,
+		SearchAttributes: workflows.SearchAttributeTypes,
+		LogLevel:         "warn",
+		// The process's own logger: --log-format and --log-level apply.
+		Logger:            slog.Default().With("component", "temporal-server"),
 		APIKey:            c.APIKey,
 		Retention:         c.Retention,
 		DynamicConfigFile: c.DynamicConfig,
 		MetricsAddress:    c.MetricsAddr,
+	}
+	if c.TLSCert != "" {
+		opts.TLS = &devstack.ServerTLS{CertFile: c.TLSCert, KeyFile: c.TLSKey, ClientCAFile: c.TLSClientCA}
 	}
 	if c.Verbose {
 		opts.LogLevel = "info"
@@ -99,7 +109,7 @@ func (c *TemporalCmd) options() devstack.TemporalOptions {
 
 func registerSearchAttributes(ctx context.Context, t *devstack.Temporal, apiKey string) error {
 	opts := client.Options{
-		HostPort: t.FrontendAddress(), Namespace: t.Namespace(),
+		HostPort: t.LocalAddress(), Namespace: t.Namespace(),
 		Logger: sdklog.NewStructuredLogger(slog.Default().With("component", "temporal-sdk")),
 	}
 	if err := (temporalconf.Settings{APIKey: apiKey, TLS: "off"}).Apply(&opts); err != nil {

@@ -10,9 +10,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
-	"io"
 	"math/big"
-	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -73,27 +71,30 @@ func TestAPIKeyArrives(t *testing.T) {
 	}
 }
 
-// mTLS as Temporal Cloud's edge does it: a TLS front that requires a
-// client certificate from the CA, before the server (with its API key).
-// The settings verify the front's certificate by the CA and the server
-// name, present the client certificate, and the key still arrives; a
-// client without a certificate, or trusting another CA, gets nowhere.
+// mTLS as Temporal Cloud does it, by the embedded server itself
+// (`seckill temporal --tls-cert --tls-key --tls-client-ca`, with its API
+// key): the settings verify the server's certificate by the CA and the
+// server name, present the client certificate, and the key still arrives;
+// a client without a certificate, trusting another CA, expecting another
+// name or speaking plain gRPC gets nowhere. The server's own clients (the
+// namespace setup, the search attributes) went through its internal
+// frontend: it became ready.
 func TestMutualTLS(t *testing.T) {
-	tp := testenv.NewTemporal(t)
-	tp.Args = []string{"--api-key", "k"}
-	tp.Start()
 	dir := t.TempDir()
 	ca := newCA(t, "seckill test CA")
 	ca.write(t, filepath.Join(dir, "ca.pem"))
-	serverCert := ca.issue(t, "temporal.test", x509.ExtKeyUsageServerAuth)
+	ca.issueFiles(t, filepath.Join(dir, "server.pem"), filepath.Join(dir, "server.key"), "temporal.test", x509.ExtKeyUsageServerAuth)
 	ca.issueFiles(t, filepath.Join(dir, "client.pem"), filepath.Join(dir, "client.key"), "seckill-worker", x509.ExtKeyUsageClientAuth)
 	other := newCA(t, "another CA")
 	other.write(t, filepath.Join(dir, "other.pem"))
-	front := tlsFront(t, tp.Address(), serverCert, ca.pool())
+	tp := testenv.NewTemporal(t)
+	tp.Args = []string{"--api-key", "k", "--tls-cert", filepath.Join(dir, "server.pem"), "--tls-key", filepath.Join(dir, "server.key"),
+		"--tls-client-ca", filepath.Join(dir, "ca.pem")}
+	tp.Start()
 
 	good := temporalconf.Settings{CAFile: filepath.Join(dir, "ca.pem"), ServerName: "temporal.test",
 		CertFile: filepath.Join(dir, "client.pem"), KeyFile: filepath.Join(dir, "client.key"), APIKey: "k"}
-	if err := describeNamespace(t, front, good); err != nil {
+	if err := describeNamespace(t, tp.Address(), good); err != nil {
 		t.Fatalf("mTLS with the CA, the server name, a client certificate and the key: %v", err)
 	}
 	noCert := good
@@ -102,8 +103,10 @@ func TestMutualTLS(t *testing.T) {
 	otherCA.CAFile = filepath.Join(dir, "other.pem")
 	wrongName := good
 	wrongName.ServerName = "elsewhere.test"
-	for name, s := range map[string]temporalconf.Settings{"no client certificate": noCert, "another CA": otherCA, "another server name": wrongName} {
-		if err := describeNamespace(t, front, s); err == nil {
+	plain := temporalconf.Settings{TLS: "off", APIKey: "k"}
+	for name, s := range map[string]temporalconf.Settings{"no client certificate": noCert, "another CA": otherCA,
+		"another server name": wrongName, "plain gRPC": plain} {
+		if err := describeNamespace(t, tp.Address(), s); err == nil {
 			t.Errorf("%s: connected", name)
 		}
 	}
@@ -125,43 +128,6 @@ func describeNamespace(t *testing.T, addr string, s temporalconf.Settings) error
 	defer c.Close()
 	_, err = c.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: "default"})
 	return err
-}
-
-// tlsFront terminates TLS (HTTP/2 by ALPN, as gRPC needs) with cert,
-// requiring a client certificate from clients, and passes the bytes on to
-// the plain server at backend.
-func tlsFront(t *testing.T, backend string, cert tls.Certificate, clients *x509.CertPool) string {
-	t.Helper()
-	l, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{
-		Certificates: []tls.Certificate{cert}, ClientCAs: clients, ClientAuth: tls.RequireAndVerifyClientCert,
-		NextProtos: []string{"h2"}, MinVersion: tls.VersionTLS12,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			in, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer in.Close()
-				if err := in.(*tls.Conn).Handshake(); err != nil {
-					return
-				}
-				out, err := net.Dial("tcp", backend)
-				if err != nil {
-					return
-				}
-				defer out.Close()
-				go func() { _, _ = io.Copy(out, in) }()
-				_, _ = io.Copy(in, out)
-			}()
-		}
-	}()
-	return l.Addr().String()
 }
 
 // ca is a certificate authority of the test's own.
