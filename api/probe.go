@@ -40,7 +40,7 @@ func (s *Server) registerProbe() {
 		OperationID: "engine-probe", Method: http.MethodPost, Path: "/v1/admin/engine-probe",
 		Summary: "Measure the Temporal engine's ceiling for the orders (admin)",
 		Description: "Has the relays start `workflows` no-op workflows on the order task queue, wherever they run (the api instances, " +
-			"or `seckill worker --relay`), as they start orders: the same client, as many starts in flight, eager start where a worker " +
+			"or the workers where they run them), as they start orders: the same client, as many starts in flight, eager start where a worker " +
 			"shares it. Answers once the order workers have run every one, with the rate the Temporal server recorded. Run it on a quiet " +
 			"system: during a wave it competes with the orders. One probe at a time per instance; the workflows stay in the namespace " +
 			"(type SeckillEngineProbe) until its retention ends them.",
@@ -68,9 +68,12 @@ func (s *Server) probe(ctx context.Context, n int) (wire.EngineProbe, error) {
 	defer cancel()
 	rdb, tc := s.deps.Stock.Client(), s.deps.Temporal
 	run := fmt.Sprintf("%x", time.Now().UnixNano())
-	if err := relay.RequestProbe(ctx, rdb, run, n, deadline); err != nil {
+	withdraw, err := relay.RequestProbe(ctx, rdb, run, n, deadline)
+	if err != nil {
 		return wire.EngineProbe{}, toHTTP(ctx, fmt.Errorf("request the engine probe: %w: %w", err, domain.ErrUnavailable))
 	}
+	// Done or given up, no job of this probe is left for a relay to take.
+	defer withdraw()
 	asked := time.Now()
 	// Visibility is asked four times a second: the probe's own reads
 	// should not weigh on the engine it measures.

@@ -58,23 +58,34 @@ type probeJob struct {
 }
 
 // RequestProbe pushes the jobs of a probe of n workflows; the relays start
-// them until deadline, after which a job left over is dropped.
-func RequestProbe(ctx context.Context, rdb redis.UniversalClient, run string, n int, deadline time.Time) error {
+// them until deadline, after which a job left over is dropped. withdraw
+// takes back the jobs no relay has taken yet: a probe that gives up early
+// leaves nothing behind to start.
+func RequestProbe(ctx context.Context, rdb redis.UniversalClient, run string, n int, deadline time.Time) (withdraw func(), err error) {
 	jobs := make([]any, 0, n/ProbeChunk+1)
 	for from := 0; from < n; from += ProbeChunk {
 		b, err := json.Marshal(probeJob{Run: run, From: from, To: min(from+ProbeChunk, n), Deadline: deadline})
 		if err != nil {
-			return err
+			return nil, err
 		}
 		jobs = append(jobs, b)
 	}
 	ttl := time.Until(deadline) + time.Minute
-	_, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+	_, err = rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.LPush(ctx, probeJobsKey, jobs...)
 		p.Expire(ctx, probeJobsKey, ttl)
 		return nil
 	})
-	return err
+	withdraw = func() {
+		wctx := context.WithoutCancel(ctx)
+		_, _ = rdb.Pipelined(wctx, func(p redis.Pipeliner) error {
+			for _, j := range jobs {
+				p.LRem(wctx, probeJobsKey, 1, j)
+			}
+			return nil
+		})
+	}
+	return withdraw, err
 }
 
 // ProbeReport is what the relays said of a probe so far: which took part,

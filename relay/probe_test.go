@@ -56,7 +56,7 @@ func TestProbeJobsAreStartedOnceAcrossRelays(t *testing.T) {
 	defer stopB()
 
 	const n = 20 * relay.ProbeChunk
-	if err := relay.RequestProbe(ctx, rdb, "r1", n, time.Now().Add(time.Minute)); err != nil {
+	if _, err := relay.RequestProbe(ctx, rdb, "r1", n, time.Now().Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 30*time.Second, func() error {
@@ -82,7 +82,7 @@ func TestProbeJobsAreStartedOnceAcrossRelays(t *testing.T) {
 	}
 
 	// A probe that gave up: its jobs are dropped, nothing starts.
-	if err := relay.RequestProbe(ctx, rdb, "r2", relay.ProbeChunk, time.Now().Add(-time.Second)); err != nil {
+	if _, err := relay.RequestProbe(ctx, rdb, "r2", relay.ProbeChunk, time.Now().Add(-time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	// A failing start is reported under the probe's run.
@@ -90,7 +90,7 @@ func TestProbeJobsAreStartedOnceAcrossRelays(t *testing.T) {
 	a.failing = true
 	a.mu.Unlock()
 	stopB()
-	if err := relay.RequestProbe(ctx, rdb, "r3", 1, time.Now().Add(time.Minute)); err != nil {
+	if _, err := relay.RequestProbe(ctx, rdb, "r3", 1, time.Now().Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 30*time.Second, func() error {
@@ -115,5 +115,38 @@ func TestProbeJobsAreStartedOnceAcrossRelays(t *testing.T) {
 		if strings.HasPrefix(id, relay.ProbePrefix("r2")) {
 			t.Fatalf("%s of a probe that gave up was started", id)
 		}
+	}
+}
+
+// A probe that gives up withdraws the jobs no relay has taken: a relay
+// that starts later finds nothing of it.
+func TestWithdrawnProbeLeavesNothing(t *testing.T) {
+	ctx := context.Background()
+	st, rdb := newStock(t)
+	withdraw, err := relay.RequestProbe(ctx, rdb, "given-up", 5*relay.ProbeChunk, time.Now().Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	withdraw()
+	// A job pushed after: relays take the oldest first, so a job of the
+	// given-up probe left behind would be taken before it.
+	if _, err := relay.RequestProbe(ctx, rdb, "other", 1, time.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if left, err := rdb.LLen(ctx, "seckill:engine-probe:jobs").Result(); err != nil || left != 1 {
+		t.Fatalf("%d probe jobs left (%v), want only the other probe's", left, err)
+	}
+	p := &probeStarter{started: map[string]int{}}
+	run(t, relay.New(st, p, relay.Options{Consumer: "late"}))
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if p.count() < 1 {
+			return errors.New("the other probe's workflow has not started")
+		}
+		return nil
+	})
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.started) != 1 || p.started[relay.ProbeID("other", 0)] != 1 {
+		t.Fatalf("started %v, want only the other probe's one workflow", p.started)
 	}
 }
