@@ -29,8 +29,8 @@ func probeTime(n int) time.Duration { return 2*time.Minute + time.Duration(n)*50
 const probeUntaken = 15 * time.Second
 
 var errProbeRunning = func() problemExample {
-	e := example("probe-running", "An engine probe is running on this instance: retry after `Retry-After` seconds",
-		http.StatusServiceUnavailable, wire.CodeUnavailable, "an engine probe is running on this instance")
+	e := example("probe-running", "An engine probe is running in this deployment: retry after `Retry-After` seconds",
+		http.StatusServiceUnavailable, wire.CodeUnavailable, "an engine probe is running in this deployment")
 	e.header = "Retry-After"
 	return e
 }()
@@ -42,17 +42,12 @@ func (s *Server) registerProbe() {
 		Description: "Has the relays start `workflows` no-op workflows on the order task queue, wherever they run (the api instances, " +
 			"or the workers where they run them), as they start orders: the same client, as many starts in flight, eager start where a worker " +
 			"shares it. Answers once the order workers have run every one, with the rate the Temporal server recorded. Run it on a quiet " +
-			"system: during a wave it competes with the orders. One probe at a time per instance; the workflows stay in the namespace " +
-			"(type SeckillEngineProbe) until its retention ends them.",
+			"system: during a wave it competes with the orders. One probe at a time in the deployment; the workflows (type SeckillEngineProbe) " +
+			"time out if no worker runs them, and stay in the namespace until its retention ends them.",
 		Tags: []string{"health"}, Security: bearer, Metadata: map[string]any{adminOnly: true},
 		MaxBodyBytes: 1 << 10,
 		Responses:    s.problems(errMalformed, errNoToken, errAdminsOnly, errTooLarge, errInvalid, errProbeRunning, errUnavailable),
 	}, func(ctx context.Context, in *struct{ Body wire.EngineProbeBody }) (*struct{ Body wire.EngineProbe }, error) {
-		if !s.probing.CompareAndSwap(false, true) {
-			p := problem(http.StatusServiceUnavailable, wire.CodeUnavailable, errProbeRunning.p.Detail)
-			return nil, huma.ErrorWithHeaders(p, http.Header{"Retry-After": {"10"}})
-		}
-		defer s.probing.Store(false)
 		p, err := s.probe(ctx, in.Body.Workflows)
 		if err != nil {
 			return nil, err
@@ -68,6 +63,16 @@ func (s *Server) probe(ctx context.Context, n int) (wire.EngineProbe, error) {
 	defer cancel()
 	rdb, tc := s.deps.Stock.Client(), s.deps.Temporal
 	run := fmt.Sprintf("%x", time.Now().UnixNano())
+	// One probe at a time in the deployment: the relays share its jobs.
+	unlock, ok, err := relay.LockProbe(ctx, rdb, run, deadline)
+	switch {
+	case err != nil:
+		return wire.EngineProbe{}, toHTTP(ctx, fmt.Errorf("lock the engine probe: %w: %w", err, domain.ErrUnavailable))
+	case !ok:
+		p := problem(http.StatusServiceUnavailable, wire.CodeUnavailable, errProbeRunning.p.Detail)
+		return wire.EngineProbe{}, huma.ErrorWithHeaders(p, http.Header{"Retry-After": {"10"}})
+	}
+	defer unlock()
 	withdraw, err := relay.RequestProbe(ctx, rdb, run, n, deadline)
 	if err != nil {
 		return wire.EngineProbe{}, toHTTP(ctx, fmt.Errorf("request the engine probe: %w: %w", err, domain.ErrUnavailable))
@@ -79,10 +84,14 @@ func (s *Server) probe(ctx context.Context, n int) (wire.EngineProbe, error) {
 	// should not weigh on the engine it measures.
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
+	var done int64 // the last count visibility gave
 	for {
-		done, err := relay.CountCompleted(ctx, tc, run)
+		count, err := relay.CountCompleted(ctx, tc, run)
 		if err != nil && ctx.Err() == nil {
 			return wire.EngineProbe{}, toHTTP(ctx, fmt.Errorf("%w: %w", err, domain.ErrUnavailable))
+		}
+		if err == nil {
+			done = count
 		}
 		report, rerr := relay.ReadProbe(ctx, rdb, run)
 		switch {

@@ -127,8 +127,6 @@ type Server struct {
 	handler http.Handler // mux, traced when tracing is on
 	hub     *push.Hub
 	relay   *relay.Relay
-	// probing is set while an engine probe runs (probe.go).
-	probing atomic.Bool
 	orders  *orders.Service
 	// inFlight holds a token per purchase being processed.
 	inFlight chan struct{}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	"go.temporal.io/server/common/dynamicconfig"
@@ -15,18 +16,31 @@ import (
 const dynamicConfigPoll = 10 * time.Second
 
 // layered is a dynamic-config file, in the server's own format, over
-// seckill's values (TemporalOptions.DynamicConfig): a key the file sets is
-// the file's, any other keeps seckill's value or the server's default.
+// seckill's values (TemporalOptions.DynamicConfig): the file's values of a
+// key come first, so they win where their constraints match (the server
+// takes the most specific match, the first among equals), and seckill's
+// stay the fallback, for the task queues a constrained value of the file
+// does not name, say. Anything neither sets is the server's default.
 type layered struct {
 	*dynamicconfig.FileBasedClient
 	base dynamicconfig.StaticClient
 }
 
 func (l layered) GetValue(key dynamicconfig.Key) []dynamicconfig.ConstrainedValue {
-	if v := l.FileBasedClient.GetValue(key); len(v) > 0 {
-		return v
-	}
-	return l.base.GetValue(key)
+	return append(slices.Clone(l.FileBasedClient.GetValue(key)), l.base.GetValue(key)...)
+}
+
+// Subscribe passes on the file's changes as the layered values: a key
+// the file no longer sets falls back to seckill's value, not the
+// server's default.
+func (l layered) Subscribe(f dynamicconfig.ClientUpdateFunc) (cancel func()) {
+	return l.FileBasedClient.Subscribe(func(changed map[dynamicconfig.Key][]dynamicconfig.ConstrainedValue) {
+		merged := make(map[dynamicconfig.Key][]dynamicconfig.ConstrainedValue, len(changed))
+		for k := range changed {
+			merged[k] = l.GetValue(k)
+		}
+		f(merged)
+	})
 }
 
 // dynamicConfig is the server's dynamic config: the static values of
@@ -45,8 +59,10 @@ func dynamicConfig(opts TemporalOptions, logger log.Logger, done <-chan any) (dy
 	if err != nil {
 		return nil, fmt.Errorf("devstack: dynamic config: %w", err)
 	}
-	if lr := dynamicconfig.LoadYamlFile(b); len(lr.Errors) > 0 {
-		return nil, fmt.Errorf("devstack: dynamic config %s: %w", opts.DynamicConfigFile, errors.Join(lr.Errors...))
+	// The server takes a misspelt key or a value of the wrong type as a
+	// warning and goes on without it; at start it is a mistake to say.
+	if lr := dynamicconfig.LoadYamlFile(b); len(lr.Errors)+len(lr.Warnings) > 0 {
+		return nil, fmt.Errorf("devstack: dynamic config %s: %w", opts.DynamicConfigFile, errors.Join(append(lr.Errors, lr.Warnings...)...))
 	}
 	fc, err := dynamicconfig.NewFileBasedClient(&dynamicconfig.FileBasedClientConfig{
 		Filepath: opts.DynamicConfigFile, PollInterval: dynamicConfigPoll,

@@ -166,7 +166,7 @@ func StartTemporal(ctx context.Context, opts TemporalOptions) (*Temporal, error)
 	}
 
 	t := &Temporal{server: srv, db: db, frontend: frontendAddr, local: frontendAddr, namespace: opts.Namespace, quiet: quiet, dcDone: dcDone}
-	if opts.TLS != nil {
+	if opts.TLS != nil && runsFrontend {
 		t.local = net.JoinHostPort(hosts.broadcast, strconv.Itoa(services[string(primitives.InternalFrontendService)].RPC.GRPCPort))
 	}
 	if !runsFrontend {
@@ -189,7 +189,8 @@ func StartTemporal(ctx context.Context, opts TemporalOptions) (*Temporal, error)
 func (t *Temporal) FrontendAddress() string { return t.frontend }
 
 // LocalAddress is the host:port the process's own clients dial: the
-// frontend, or with TLS the internal frontend, which needs none.
+// frontend, or with TLS the internal frontend, which needs none (on a
+// process that runs the frontend; on another it is the cluster's frontend).
 func (t *Temporal) LocalAddress() string { return t.local }
 
 // UIURL is the Web UI's base URL, e.g. "http://127.0.0.1:8233", or "" when the

@@ -26,7 +26,7 @@ import (
 // ProbeStarter starts one engine-probe workflow; the relay's Starter
 // implements it to take part in probes.
 type ProbeStarter interface {
-	StartProbe(ctx context.Context, workflowID string) error
+	StartProbe(ctx context.Context, workflowID string, deadline time.Time) error
 }
 
 // Redis keys of the probes: the jobs, and per run the relays that took
@@ -39,6 +39,23 @@ const (
 	// connection held between.
 	probePoll = 500 * time.Millisecond
 )
+
+// probeLockKey is held by the probe that runs: one at a time in the
+// deployment, since the relays share the jobs.
+const probeLockKey = "seckill:engine-probe:lock"
+
+// LockProbe takes the deployment's probe lock for run until deadline; ok
+// is false when another probe holds it. unlock gives it back (if still
+// run's).
+func LockProbe(ctx context.Context, rdb redis.UniversalClient, run string, deadline time.Time) (unlock func(), ok bool, err error) {
+	ok, err = rdb.SetNX(ctx, probeLockKey, run, time.Until(deadline)+time.Minute).Result()
+	if err != nil || !ok {
+		return nil, false, err
+	}
+	return func() { _ = unlockProbe.Run(context.WithoutCancel(ctx), rdb, []string{probeLockKey}, run).Err() }, true, nil
+}
+
+var unlockProbe = redis.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) end return 0`)
 
 func probeRelaysKey(run string) string { return "seckill:engine-probe:" + run + ":relays" }
 func probeErrorsKey(run string) string { return "seckill:engine-probe:" + run + ":errors" }
@@ -73,7 +90,8 @@ func RequestProbe(ctx context.Context, rdb redis.UniversalClient, run string, n 
 	ttl := time.Until(deadline) + time.Minute
 	_, err = rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.LPush(ctx, probeJobsKey, jobs...)
-		p.Expire(ctx, probeJobsKey, ttl)
+		p.ExpireNX(ctx, probeJobsKey, ttl)
+		p.ExpireGT(ctx, probeJobsKey, ttl) // never shorten another probe's
 		return nil
 	})
 	withdraw = func() {
@@ -141,7 +159,7 @@ func (r *Relay) probeLoop(ctx context.Context, ps ProbeStarter) {
 			}
 			wg.Go(func() {
 				defer func() { <-sem }()
-				if err := ps.StartProbe(ctx, ProbeID(job.Run, i)); err != nil && ctx.Err() == nil {
+				if err := ps.StartProbe(ctx, ProbeID(job.Run, i), job.Deadline); err != nil && ctx.Err() == nil {
 					msg := fmt.Sprintf("%s: start %s: %v", r.opts.Consumer, ProbeID(job.Run, i), err)
 					r.rdb.RPush(context.WithoutCancel(ctx), probeErrorsKey(job.Run), msg)
 					r.rdb.Expire(context.WithoutCancel(ctx), probeErrorsKey(job.Run), ttl)
@@ -179,12 +197,21 @@ func (r *Relay) takeProbeJob(ctx context.Context) (job probeJob, ok bool) {
 	}
 }
 
+// probeStartTimeout bounds one probe start, as the relay bounds an
+// order's.
+const probeStartTimeout = 10 * time.Second
+
 // StartProbe starts one engine-probe workflow on the order task queue, as
-// Start starts an order (eager where a worker shares the client).
-func (s *TemporalStarter) StartProbe(ctx context.Context, workflowID string) error {
+// Start starts an order (eager where a worker shares the client). It ends
+// by deadline: a probe no worker runs (none registers it) times out
+// instead of staying open.
+func (s *TemporalStarter) StartProbe(ctx context.Context, workflowID string, deadline time.Time) error {
+	ctx, cancel := context.WithTimeout(ctx, probeStartTimeout)
+	defer cancel()
 	return s.firstAlone(func() error {
 		_, err := s.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 			ID: workflowID, TaskQueue: workflows.TaskQueue, EnableEagerStart: true,
+			WorkflowExecutionTimeout: max(time.Until(deadline), time.Second),
 		}, workflows.EngineProbeName)
 		return err
 	})

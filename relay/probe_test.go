@@ -26,7 +26,7 @@ func (p *probeStarter) Start(context.Context, workflows.OrderInput) (bool, error
 	return false, errors.New("no orders in this test")
 }
 
-func (p *probeStarter) StartProbe(_ context.Context, id string) error {
+func (p *probeStarter) StartProbe(_ context.Context, id string, _ time.Time) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.failing {

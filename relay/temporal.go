@@ -55,6 +55,11 @@ func (s *TemporalStarter) firstAlone(start func() error) error {
 		return start()
 	}
 	s.initMu.Lock()
+	if s.initialized.Load() {
+		// Another start reached the server while this one waited.
+		s.initMu.Unlock()
+		return start()
+	}
 	defer s.initMu.Unlock()
 	err := start()
 	if err == nil {
