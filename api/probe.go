@@ -10,7 +10,6 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/seckill/seckill/api/wire"
-	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/relay"
 )
 
@@ -67,7 +66,7 @@ func (s *Server) probe(ctx context.Context, n int) (wire.EngineProbe, error) {
 	unlock, ok, err := relay.LockProbe(ctx, rdb, run, deadline)
 	switch {
 	case err != nil:
-		return wire.EngineProbe{}, toHTTP(ctx, fmt.Errorf("lock the engine probe: %w: %w", err, domain.ErrUnavailable))
+		return wire.EngineProbe{}, toHTTP(ctx, unavailable(fmt.Errorf("lock the engine probe: %w", err)))
 	case !ok:
 		p := problem(http.StatusServiceUnavailable, wire.CodeUnavailable, errProbeRunning.p.Detail)
 		return wire.EngineProbe{}, huma.ErrorWithHeaders(p, http.Header{"Retry-After": {"10"}})
@@ -75,7 +74,7 @@ func (s *Server) probe(ctx context.Context, n int) (wire.EngineProbe, error) {
 	defer unlock()
 	withdraw, err := relay.RequestProbe(ctx, rdb, run, n, deadline)
 	if err != nil {
-		return wire.EngineProbe{}, toHTTP(ctx, fmt.Errorf("request the engine probe: %w: %w", err, domain.ErrUnavailable))
+		return wire.EngineProbe{}, toHTTP(ctx, unavailable(fmt.Errorf("request the engine probe: %w", err)))
 	}
 	// Done or given up, no job of this probe is left for a relay to take.
 	defer withdraw()
@@ -88,7 +87,7 @@ func (s *Server) probe(ctx context.Context, n int) (wire.EngineProbe, error) {
 	for {
 		count, err := relay.CountCompleted(ctx, tc, run)
 		if err != nil && ctx.Err() == nil {
-			return wire.EngineProbe{}, toHTTP(ctx, fmt.Errorf("%w: %w", err, domain.ErrUnavailable))
+			return wire.EngineProbe{}, toHTTP(ctx, unavailable(err))
 		}
 		if err == nil {
 			done = count
@@ -114,7 +113,7 @@ func (s *Server) probe(ctx context.Context, n int) (wire.EngineProbe, error) {
 func (s *Server) probeResult(ctx context.Context, run string, n int, relays []string) (wire.EngineProbe, error) {
 	times, err := relay.ReadProbeTimes(ctx, s.deps.Temporal, run)
 	if err != nil {
-		return wire.EngineProbe{}, toHTTP(ctx, fmt.Errorf("%w: %w", err, domain.ErrUnavailable))
+		return wire.EngineProbe{}, toHTTP(ctx, unavailable(err))
 	}
 	p := wire.EngineProbe{Workflows: n, Seconds: times.Span.Seconds(), StartsSeconds: times.Starts.Seconds(), Relays: relays}
 	if times.Span > 0 {

@@ -26,8 +26,17 @@ type layered struct {
 	base dynamicconfig.StaticClient
 }
 
+// GetValue is read on the server's hot paths (settings are looked up per
+// call): it allocates only for a key both layers set.
 func (l layered) GetValue(key dynamicconfig.Key) []dynamicconfig.ConstrainedValue {
-	return append(slices.Clone(l.FileBasedClient.GetValue(key)), l.base.GetValue(key)...)
+	file, base := l.FileBasedClient.GetValue(key), l.base.GetValue(key)
+	switch {
+	case len(base) == 0:
+		return file
+	case len(file) == 0:
+		return base
+	}
+	return append(slices.Clip(file), base...) // a new array: the file client's is shared
 }
 
 // Subscribe passes on the file's changes as the layered values: a key

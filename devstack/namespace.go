@@ -42,7 +42,7 @@ func createNamespace(sqlCfg *config.SQL, opts TemporalOptions) error {
 // not checked here: an existing namespace that lacks some is the caller's
 // to fix (worker.RegisterSearchAttributes, which seckill runs at start).
 func (t *Temporal) configure(ctx context.Context, opts TemporalOptions, logger *slog.Logger) error {
-	c, err := dialFrontend(ctx, t.local, t.namespace, opts.APIKey, logger)
+	c, err := t.Dial(ctx, logger)
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	uiserver "github.com/temporalio/ui-server/v2/server"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/server/common/cluster"
 	"go.temporal.io/server/common/config"
 	"go.temporal.io/server/common/metrics"
@@ -29,8 +30,10 @@ type Temporal struct {
 	uiDone   chan struct{}
 	frontend string
 	// local is the frontend the server's own clients dial: the internal
-	// one, without TLS, when the public one wants a client certificate.
+	// one, without TLS, when the public one wants a client certificate;
+	// apiKey is the key they present, if the server wants one (Dial).
 	local     string
+	apiKey    string
 	uiURL     string
 	namespace string
 	// quiet silences the server's log once Stop begins: while its services
@@ -165,7 +168,7 @@ func StartTemporal(ctx context.Context, opts TemporalOptions) (*Temporal, error)
 		return nil, fmt.Errorf("devstack: start temporal server: %w", err)
 	}
 
-	t := &Temporal{server: srv, db: db, frontend: frontendAddr, local: frontendAddr, namespace: opts.Namespace, quiet: quiet, dcDone: dcDone}
+	t := &Temporal{server: srv, db: db, frontend: frontendAddr, local: frontendAddr, apiKey: opts.APIKey, namespace: opts.Namespace, quiet: quiet, dcDone: dcDone}
 	if opts.TLS != nil && runsFrontend {
 		t.local = net.JoinHostPort(hosts.broadcast, strconv.Itoa(services[string(primitives.InternalFrontendService)].RPC.GRPCPort))
 	}
@@ -188,10 +191,13 @@ func StartTemporal(ctx context.Context, opts TemporalOptions) (*Temporal, error)
 // FrontendAddress is the host:port SDK clients dial, e.g. "127.0.0.1:7233".
 func (t *Temporal) FrontendAddress() string { return t.frontend }
 
-// LocalAddress is the host:port the process's own clients dial: the
-// frontend, or with TLS the internal frontend, which needs none (on a
-// process that runs the frontend; on another it is the cluster's frontend).
-func (t *Temporal) LocalAddress() string { return t.local }
+// Dial returns a client of the namespace as the process's own clients
+// reach the server: the frontend, or with TLS the internal frontend,
+// which needs none, with the API key if the server wants one. It waits
+// for the frontend to answer, until ctx ends.
+func (t *Temporal) Dial(ctx context.Context, logger *slog.Logger) (client.Client, error) {
+	return dialFrontend(ctx, t.local, t.namespace, t.apiKey, logger)
+}
 
 // UIURL is the Web UI's base URL, e.g. "http://127.0.0.1:8233", or "" when the
 // UI is disabled.

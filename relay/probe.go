@@ -151,8 +151,9 @@ func (r *Relay) probeLoop(ctx context.Context, ps ProbeStarter) {
 			continue
 		}
 		ttl := time.Until(job.Deadline) + time.Minute
-		r.rdb.SAdd(ctx, probeRelaysKey(job.Run), r.opts.Consumer)
-		r.rdb.Expire(ctx, probeRelaysKey(job.Run), ttl)
+		r.noteProbe(ctx, probeRelaysKey(job.Run), ttl, func(p redis.Pipeliner) {
+			p.SAdd(ctx, probeRelaysKey(job.Run), r.opts.Consumer)
+		})
 		for i := job.From; i < job.To; i++ {
 			if i-job.From >= room {
 				sem <- struct{}{}
@@ -161,8 +162,9 @@ func (r *Relay) probeLoop(ctx context.Context, ps ProbeStarter) {
 				defer func() { <-sem }()
 				if err := ps.StartProbe(ctx, ProbeID(job.Run, i), job.Deadline); err != nil && ctx.Err() == nil {
 					msg := fmt.Sprintf("%s: start %s: %v", r.opts.Consumer, ProbeID(job.Run, i), err)
-					r.rdb.RPush(context.WithoutCancel(ctx), probeErrorsKey(job.Run), msg)
-					r.rdb.Expire(context.WithoutCancel(ctx), probeErrorsKey(job.Run), ttl)
+					r.noteProbe(ctx, probeErrorsKey(job.Run), ttl, func(p redis.Pipeliner) {
+						p.RPush(ctx, probeErrorsKey(job.Run), msg)
+					})
 				}
 			})
 		}
@@ -170,6 +172,18 @@ func (r *Relay) probeLoop(ctx context.Context, ps ProbeStarter) {
 			<-sem // the room a short job did not use
 		}
 	}
+}
+
+// noteProbe writes to one of a probe run's report keys (add does) and
+// gives the key its run's TTL, in one round trip, whether or not ctx has
+// ended: the api reads what a relay met even as the relay stops.
+func (r *Relay) noteProbe(ctx context.Context, key string, ttl time.Duration, add func(p redis.Pipeliner)) {
+	ctx = context.WithoutCancel(ctx)
+	_, _ = r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		add(p)
+		p.Expire(ctx, key, ttl)
+		return nil
+	})
 }
 
 // takeProbeJob pops the oldest probe job whose probe still waits; ok is
@@ -197,16 +211,12 @@ func (r *Relay) takeProbeJob(ctx context.Context) (job probeJob, ok bool) {
 	}
 }
 
-// probeStartTimeout bounds one probe start, as the relay bounds an
-// order's.
-const probeStartTimeout = 10 * time.Second
-
 // StartProbe starts one engine-probe workflow on the order task queue, as
 // Start starts an order (eager where a worker shares the client). It ends
 // by deadline: a probe no worker runs (none registers it) times out
 // instead of staying open.
 func (s *TemporalStarter) StartProbe(ctx context.Context, workflowID string, deadline time.Time) error {
-	ctx, cancel := context.WithTimeout(ctx, probeStartTimeout)
+	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
 	return s.firstAlone(func() error {
 		_, err := s.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{

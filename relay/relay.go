@@ -39,14 +39,16 @@ import (
 	"github.com/seckill/seckill/workflows"
 )
 
+// startTimeout bounds one workflow start, an order's or an engine
+// probe's: a start that takes longer is retried (an order) or reported
+// (a probe).
+const startTimeout = 10 * time.Second
+
 // Starter starts an order workflow. created is false when the workflow
 // existed already, which counts as success: starts are idempotent by id.
 type Starter interface {
 	Start(ctx context.Context, in workflows.OrderInput) (created bool, err error)
 }
-
-// DefaultParallel is the default of Options.Parallel.
-const DefaultParallel = 64
 
 // Options tune a relay. Zero values take the defaults.
 type Options struct {
@@ -60,8 +62,7 @@ type Options struct {
 	MinIdle time.Duration
 	// Batch is how many entries one read takes. Default 256.
 	Batch int
-	// Parallel is how many workflow starts run at once. Default
-	// DefaultParallel.
+	// Parallel is how many workflow starts run at once. Default 64.
 	Parallel int
 	// Block is how long one read waits for new entries. Default 1s.
 	Block time.Duration
@@ -113,7 +114,7 @@ func (o *Options) defaults() {
 		o.Batch = 256
 	}
 	if o.Parallel <= 0 {
-		o.Parallel = DefaultParallel
+		o.Parallel = 64
 	}
 	if o.Block <= 0 {
 		o.Block = time.Second
@@ -294,7 +295,7 @@ func (r *Relay) process(ctx context.Context, batches []batch) []int {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			sctx, cancel := context.WithTimeout(ctx, startTimeout)
 			sctx, span := r.traceStart(sctx, j.in)
 			created, err := r.starter.Start(sctx, j.in.OrderInput)
 			endSpan(span, created, err)

@@ -9,11 +9,7 @@ import (
 	"slices"
 	"time"
 
-	"go.temporal.io/sdk/client"
-	sdklog "go.temporal.io/sdk/log"
-
 	"github.com/seckill/seckill/devstack"
-	"github.com/seckill/seckill/internal/temporalconf"
 	"github.com/seckill/seckill/worker"
 	"github.com/seckill/seckill/workflows"
 )
@@ -62,7 +58,7 @@ func (c *TemporalCmd) Run(ctx context.Context) error {
 	}
 	// A namespace the server creates has them already; one in an older
 	// --data-dir database may lack them.
-	if err := registerSearchAttributes(ctx, t, c.APIKey); err != nil {
+	if err := registerSearchAttributes(ctx, t); err != nil {
 		_ = t.Stop()
 		return err
 	}
@@ -107,15 +103,8 @@ func (c *TemporalCmd) options() devstack.TemporalOptions {
 	return opts
 }
 
-func registerSearchAttributes(ctx context.Context, t *devstack.Temporal, apiKey string) error {
-	opts := client.Options{
-		HostPort: t.LocalAddress(), Namespace: t.Namespace(),
-		Logger: sdklog.NewStructuredLogger(slog.Default().With("component", "temporal-sdk")),
-	}
-	if err := (temporalconf.Settings{APIKey: apiKey, TLS: "off"}).Apply(&opts); err != nil {
-		return err
-	}
-	c, err := client.DialContext(ctx, opts)
+func registerSearchAttributes(ctx context.Context, t *devstack.Temporal) error {
+	c, err := t.Dial(ctx, slog.Default().With("component", "temporal-sdk"))
 	if err != nil {
 		return fmt.Errorf("temporal client: %w", err)
 	}

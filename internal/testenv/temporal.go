@@ -189,24 +189,19 @@ func (tp *Temporal) Start() {
 }
 
 // Stop stops the server (SIGINT, then SIGKILL after 10 s) and waits for it.
-func (tp *Temporal) Stop() {
-	tp.mu.Lock()
-	defer tp.mu.Unlock()
-	if tp.cmd == nil {
-		return
-	}
-	stopOrKill(tp.cmd, tp.done, syscall.SIGINT)
-	tp.cmd = nil
-}
+func (tp *Temporal) Stop() { tp.end(syscall.SIGINT) }
 
 // Kill kills the server with SIGKILL, as a crash would, and waits for it.
-func (tp *Temporal) Kill() {
+func (tp *Temporal) Kill() { tp.end(syscall.SIGKILL) }
+
+// end signals a running server with sig and waits for it to exit.
+func (tp *Temporal) end(sig os.Signal) {
 	tp.mu.Lock()
 	defer tp.mu.Unlock()
 	if tp.cmd == nil {
 		return
 	}
-	stopOrKill(tp.cmd, tp.done, syscall.SIGKILL)
+	stopOrKill(tp.cmd, tp.done, sig)
 	tp.cmd = nil
 }
 
