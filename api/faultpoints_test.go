@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/api/workflowservice/v1"
+
 	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/api/wire"
 	"github.com/seckill/seckill/auth"
@@ -27,17 +29,19 @@ import (
 	"github.com/seckill/seckill/orderid"
 	"github.com/seckill/seckill/relay"
 	"github.com/seckill/seckill/store"
+	"github.com/seckill/seckill/workflows"
 )
 
 // The fault points (fault.Points, docs/reliability.md): every write of the
-// purchase, relay, warm-up, operator, reconciler and retirement paths gets
-// two cases here, against real Postgres, Redis and Temporal: the write
-// applied and its caller told it failed (mode "error"), and the component
-// stopped right after it (mode "stop": its goroutine ends there, as in a
-// crash; a new api instance or reconciler pass takes over). Each case
-// heals, settles every order it made and ends with the invariant check and
-// the per-answer check: every answer a caller got agrees with how its
-// order or sale ended.
+// purchase, relay, warm-up, operator, reconciler, retirement and engine
+// probe paths gets two cases here, against real Postgres, Redis and
+// Temporal: the write applied and its caller told it failed (mode
+// "error"), and the component stopped right after it (mode "stop": its
+// goroutine ends there, as in a crash; a new api instance or reconciler
+// pass takes over). Each case heals, settles every order it made and ends
+// with the invariant check and the per-answer check: every answer a caller
+// got agrees with how its order or sale ended (for a probe: its answer
+// says what stopped it, and it leaves nothing open).
 
 type mode string
 
@@ -375,6 +379,74 @@ var faultCases = map[fault.Point]faultCase{
 	fault.StrandedRelease: strandedCase(fault.StrandedRelease),
 	fault.RetireKeys:      retireCase(fault.RetireKeys),
 	fault.RetireUnlist:    retireCase(fault.RetireUnlist),
+	fault.ProbeLock:       probeCase(fault.ProbeLock),
+	fault.ProbeJobs:       probeCase(fault.ProbeJobs),
+	fault.ProbeTake:       probeCase(fault.ProbeTake),
+	fault.ProbeStart:      probeCase(fault.ProbeStart),
+}
+
+// probeCase: an engine probe meets the fault at p. Whatever it answered,
+// the answer says what happened (a 503 names the cause; a stalled probe
+// answers long before its deadline), the deployment's lock comes free, the
+// next probe measures, no probe workflow is left open and no job is left
+// for a relay.
+func probeCase(p fault.Point) faultCase {
+	return func(t *testing.T, s *system, m mode, cfg api.Config) {
+		const n = 2 * relay.ProbeChunk
+		probe := func() response { return s.operatorDo("/v1/admin/engine-probe", map[string]any{"workflows": n}) }
+		before := fault.Hits(p)
+		arm(t, p, m)
+		r := probe()
+		if fault.Hits(p) == before {
+			t.Fatalf("the probe did not reach %s", p)
+		}
+		switch {
+		case p == fault.ProbeStart && m == modeStop:
+			// Only that start's goroutine ends; the workflow was started.
+			if r.status != http.StatusOK {
+				t.Fatalf("probe with one start stopped after it: %d %s, want 200", r.status, r.body)
+			}
+		case m == modeStop && (p == fault.ProbeLock || p == fault.ProbeJobs):
+			if r.status != 0 {
+				t.Fatalf("probe stopped at %s answered %d %s", p, r.status, r.body)
+			}
+			if p == fault.ProbeLock { // the dead probe's lock holds until it expires
+				again := probe()
+				if pr := again.problem(t); again.status != http.StatusServiceUnavailable || !strings.Contains(pr.Detail, "probe is running") || again.header.Get("Retry-After") == "" {
+					t.Fatalf("probe while a dead one holds the lock: %d %s, want 503 with Retry-After", again.status, again.body)
+				}
+			}
+		default:
+			pr := s.wantProblem(r, http.StatusServiceUnavailable, wire.CodeUnavailable)
+			if strings.Contains(pr.Detail, "did not finish") {
+				t.Fatalf("the probe waited for its deadline instead of saying what stopped it: %s", pr.Detail)
+			}
+			t.Logf("answered: %s", pr.Detail)
+		}
+		if p == fault.ProbeTake && m == modeStop {
+			s.newAPI(cfg) // a relay whose probe loop is alive
+		}
+		testenv.Eventually(t, time.Minute, func() error {
+			if r := probe(); r.status != http.StatusOK {
+				return fmt.Errorf("the next probe: %d %s", r.status, r.body)
+			}
+			return nil
+		})
+		testenv.Eventually(t, time.Minute, func() error {
+			resp, err := s.tc.CountWorkflow(context.Background(), &workflowservice.CountWorkflowExecutionsRequest{
+				Query: fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running'", workflows.EngineProbeName)})
+			if err != nil {
+				return err
+			}
+			if resp.GetCount() != 0 {
+				return fmt.Errorf("%d probe workflows still running", resp.GetCount())
+			}
+			return nil
+		})
+		if left, err := s.redis.LLen(context.Background(), "seckill:engine-probe:jobs").Result(); err != nil || left != 0 {
+			t.Fatalf("%d probe jobs left for the relays (%v)", left, err)
+		}
+	}
 }
 
 // warmCase: a purchase finds its sale not loaded and warms it.
@@ -590,9 +662,10 @@ func TestEveryWriteIsAFaultPoint(t *testing.T) {
 	}
 
 	writes := regexp.MustCompile(`\.Admit\(|starter\.Start\(|\.Started\(|\.SAdd\(|\.SRem\(|Script\.Run\(|\bLoad\(ctx|\.Repair\(ctx|` +
-		`Stock\.End\(|\.EndSale\(|\.CancelSale\(|\.AddUnits\(|\.UpdateWorkflow\(|\.FinishOrder\(|\.MarkPaid\(|\.RestoreStock\(|Stock\.Release\(|\.List\(ctx`)
+		`Stock\.End\(|\.EndSale\(|\.CancelSale\(|\.AddUnits\(|\.UpdateWorkflow\(|\.FinishOrder\(|\.MarkPaid\(|\.RestoreStock\(|Stock\.Release\(|\.List\(ctx|` +
+		`WithProbeLock\(|\.LPush\(|\.RPop\(|\.StartProbe\(ctx`)
 	for _, file := range []string{"orders/purchase.go", "relay/relay.go", "stock/stock.go", "stock/retire.go",
-		"api/operator.go", "reconcile/reconcile.go", "reconcile/stranded.go"} {
+		"api/operator.go", "reconcile/reconcile.go", "reconcile/stranded.go", "api/probe.go", "relay/probe.go"} {
 		lines := strings.Split(src(file), "\n")
 		for i, line := range lines {
 			code := strings.TrimSpace(line)

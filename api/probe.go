@@ -2,7 +2,9 @@ package api
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"time"
@@ -10,6 +12,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/seckill/seckill/api/wire"
+	"github.com/seckill/seckill/fault"
 	"github.com/seckill/seckill/relay"
 )
 
@@ -23,9 +26,11 @@ import (
 // 20 workflows a second, far below any engine's).
 func probeTime(n int) time.Duration { return 2*time.Minute + time.Duration(n)*50*time.Millisecond }
 
-// probeUntaken is how long the api waits for a relay to start the first
-// probe workflow before it says that none runs.
-const probeUntaken = 15 * time.Second
+// probeStall is how long the api waits for the relays to start another
+// of the probe's workflows before it says that they stopped: none took
+// the probe, or one that took jobs stopped before starting them (a job
+// taken is never started by another relay).
+const probeStall = 15 * time.Second
 
 var errProbeRunning = func() problemExample {
 	e := example("probe-running", "An engine probe is running in this deployment: retry after `Retry-After` seconds",
@@ -55,35 +60,63 @@ func (s *Server) registerProbe() {
 	})
 }
 
-// probe runs a probe of n workflows and waits for its end.
+// probe runs a probe of n workflows under the deployment's probe lock
+// (one at a time: the relays share its jobs) and waits for its end.
 func (s *Server) probe(ctx context.Context, n int) (wire.EngineProbe, error) {
 	deadline := time.Now().Add(probeTime(n))
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	rdb, tc := s.deps.Stock.Client(), s.deps.Temporal
-	run := fmt.Sprintf("%x", time.Now().UnixNano())
-	// One probe at a time in the deployment: the relays share its jobs.
-	unlock, ok, err := relay.LockProbe(ctx, rdb, run, deadline)
+	var p wire.EngineProbe
+	held, err := s.deps.Stock.WithProbeLock(ctx, func(ctx context.Context) error {
+		if err := fault.Hit(fault.ProbeLock); err != nil {
+			return toHTTP(ctx, unavailable(fmt.Errorf("lock the engine probe: %w", err)))
+		}
+		var err error
+		p, err = s.runProbe(ctx, n, deadline)
+		return err
+	})
 	switch {
+	case err != nil && p.Workflows > 0:
+		// Measured; the lock could not be given back, and its expiry frees it.
+		slog.WarnContext(ctx, "engine probe: unlock", "err", err)
 	case err != nil:
-		return wire.EngineProbe{}, toHTTP(ctx, unavailable(fmt.Errorf("lock the engine probe: %w", err)))
-	case !ok:
+		var answer huma.StatusError
+		if errors.As(err, &answer) {
+			return wire.EngineProbe{}, answer // the probe's own
+		}
+		return wire.EngineProbe{}, toHTTP(ctx, unavailable(err)) // the lock's
+	case !held:
 		p := problem(http.StatusServiceUnavailable, wire.CodeUnavailable, errProbeRunning.p.Detail)
 		return wire.EngineProbe{}, huma.ErrorWithHeaders(p, http.Header{"Retry-After": {"10"}})
 	}
-	defer unlock()
+	return p, nil
+}
+
+// runProbe queues the jobs of a probe of n workflows for the relays and
+// waits until the order workers have run them all, or says why not; its
+// errors are HTTP answers.
+func (s *Server) runProbe(ctx context.Context, n int, deadline time.Time) (wire.EngineProbe, error) {
+	rdb, tc := s.deps.Stock.Client(), s.deps.Temporal
+	run := fmt.Sprintf("%x", time.Now().UnixNano())
 	withdraw, err := relay.RequestProbe(ctx, rdb, run, n, deadline)
-	if err != nil {
-		return wire.EngineProbe{}, toHTTP(ctx, unavailable(fmt.Errorf("request the engine probe: %w", err)))
+	if withdraw != nil {
+		// Done or given up (or not told whether the jobs were queued), no
+		// job of this probe is left for a relay to take.
+		defer withdraw()
 	}
-	// Done or given up, no job of this probe is left for a relay to take.
-	defer withdraw()
-	asked := time.Now()
+	if err != nil {
+		// Not "nothing changed": the jobs may have been queued, and a relay
+		// may have started some before they were withdrawn.
+		slog.WarnContext(ctx, "engine probe: queue its jobs", "err", err)
+		return wire.EngineProbe{}, probeProblem("the engine probe's jobs could not be queued; any a relay took before they were withdrawn run and are ignored: retry")
+	}
 	// Visibility is asked four times a second: the probe's own reads
 	// should not weigh on the engine it measures.
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
 	var done int64 // the last count visibility gave
+	var started int64
+	moved := time.Now() // when the relays last started one
 	for {
 		count, err := relay.CountCompleted(ctx, tc, run)
 		if err != nil && ctx.Err() == nil {
@@ -93,16 +126,25 @@ func (s *Server) probe(ctx context.Context, n int) (wire.EngineProbe, error) {
 			done = count
 		}
 		report, rerr := relay.ReadProbe(ctx, rdb, run)
+		if rerr == nil && report.Started > started {
+			started, moved = report.Started, time.Now()
+		}
 		switch {
 		case rerr == nil && len(report.Errors) > 0:
 			return wire.EngineProbe{}, probeProblem("a relay could not start the probe's workflows: " + strings.Join(report.Errors, "; "))
 		case err == nil && done >= int64(n):
 			return s.probeResult(ctx, run, n, report.Relays)
-		case rerr == nil && len(report.Relays) == 0 && time.Since(asked) > probeUntaken:
-			return wire.EngineProbe{}, probeProblem(fmt.Sprintf("no relay took the probe's jobs within %v: is a relay running (seckill serve, or seckill worker --relay)?", probeUntaken))
+		case rerr == nil && started == 0 && time.Since(moved) > probeStall:
+			return wire.EngineProbe{}, probeProblem(fmt.Sprintf("no relay started any of the probe's workflows within %v: is a relay running (seckill serve, or seckill worker --relay)?", probeStall))
+		case rerr == nil && started < int64(n) && time.Since(moved) > probeStall:
+			return wire.EngineProbe{}, probeProblem(fmt.Sprintf("the relays started %d of the probe's %d workflows, then none for %v: "+
+				"a relay that took the rest stopped before starting them (its log says why)", started, n, probeStall))
 		}
 		select {
 		case <-ctx.Done():
+			if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return wire.EngineProbe{}, probeProblem("the engine probe was given up: its caller left, or it lost the deployment's probe lock (Redis did not answer)")
+			}
 			return wire.EngineProbe{}, probeProblem(fmt.Sprintf("the engine probe did not finish in %v: %d of %d workflows completed (is an order worker of this version running?)",
 				probeTime(n), done, n))
 		case <-tick.C:

@@ -4,7 +4,7 @@ package fault
 // instance writes to Redis, Postgres or Temporal, named after the path and
 // the write, with what a stop right after the write leaves behind and what
 // makes it whole. docs/reliability.md shows this list as a table, and
-// fault/points_test.go has an error case and a crash case for every entry:
+// api/faultpoints_test.go has an error case and a crash case for every entry:
 // a point without both fails the test, and so does a fault.Hit of a point
 // that is not listed here.
 const (
@@ -41,6 +41,12 @@ const (
 	// retirement: reconcile.Reconciler.Retire
 	RetireKeys   Point = "retire.keys"
 	RetireUnlist Point = "retire.unlist"
+
+	// engine probe: api's engine-probe, relay.Relay's probe loop
+	ProbeLock  Point = "probe.lock"
+	ProbeJobs  Point = "probe.jobs"
+	ProbeTake  Point = "probe.take"
+	ProbeStart Point = "probe.start"
 )
 
 // Info describes a point for docs/reliability.md.
@@ -98,6 +104,14 @@ var Points = []Info{
 		"the sale is still listed; the next pass retires it again and unlists it"},
 	{RetireUnlist, "retirement", "Redis: the sale removed from the live-sales set",
 		"nothing: the database alone answers for the sale"},
+	{ProbeLock, "engine probe", "Redis: the deployment's probe lock taken",
+		"no job is queued; another probe is answered 503 with Retry-After until the lock expires, within 8 s (an error gives it back at once)"},
+	{ProbeJobs, "engine probe", "Redis: the probe's jobs queued for the relays",
+		"the relays start its workflows and the order worker runs them, read by nobody; the lock expires within 8 s, and the next probe's jobs replace any left (an error takes them back at once)"},
+	{ProbeTake, "engine probe", "Redis: a relay took one job of the probe",
+		"the job's workflows are never started: the probe sees its starts stall and answers 503 after 15 s, not at its deadline"},
+	{ProbeStart, "engine probe", "Temporal: one probe workflow started",
+		"the workflow runs; a relay that dies loses the rest of its job, as above (an error is reported, and the probe answers 503 naming it)"},
 }
 
 // lookup returns the point's Info.

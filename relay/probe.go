@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/seckill/seckill/fault"
 	"github.com/seckill/seckill/workflows"
 )
 
@@ -40,25 +41,9 @@ const (
 	probePoll = 500 * time.Millisecond
 )
 
-// probeLockKey is held by the probe that runs: one at a time in the
-// deployment, since the relays share the jobs.
-const probeLockKey = "seckill:engine-probe:lock"
-
-// LockProbe takes the deployment's probe lock for run until deadline; ok
-// is false when another probe holds it. unlock gives it back (if still
-// run's).
-func LockProbe(ctx context.Context, rdb redis.UniversalClient, run string, deadline time.Time) (unlock func(), ok bool, err error) {
-	ok, err = rdb.SetNX(ctx, probeLockKey, run, time.Until(deadline)+time.Minute).Result()
-	if err != nil || !ok {
-		return nil, false, err
-	}
-	return func() { _ = unlockProbe.Run(context.WithoutCancel(ctx), rdb, []string{probeLockKey}, run).Err() }, true, nil
-}
-
-var unlockProbe = redis.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) end return 0`)
-
-func probeRelaysKey(run string) string { return "seckill:engine-probe:" + run + ":relays" }
-func probeErrorsKey(run string) string { return "seckill:engine-probe:" + run + ":errors" }
+func probeRelaysKey(run string) string  { return "seckill:engine-probe:" + run + ":relays" }
+func probeErrorsKey(run string) string  { return "seckill:engine-probe:" + run + ":errors" }
+func probeStartedKey(run string) string { return "seckill:engine-probe:" + run + ":started" }
 
 // ProbeID is the workflow id of a probe's i-th workflow; ProbePrefix(run)
 // begins all of them.
@@ -75,9 +60,12 @@ type probeJob struct {
 }
 
 // RequestProbe pushes the jobs of a probe of n workflows; the relays start
-// them until deadline, after which a job left over is dropped. withdraw
-// takes back the jobs no relay has taken yet: a probe that gives up early
-// leaves nothing behind to start.
+// them until deadline, after which a job left over is dropped. The caller
+// holds the deployment's probe lock (stock.WithProbeLock): the jobs replace
+// whatever the list held, which can only be a dead probe's. withdraw takes
+// back the jobs no relay has taken yet: a probe that gives up early leaves
+// nothing behind to start. withdraw is returned with an error too, since
+// the jobs may have been pushed all the same.
 func RequestProbe(ctx context.Context, rdb redis.UniversalClient, run string, n int, deadline time.Time) (withdraw func(), err error) {
 	jobs := make([]any, 0, n/ProbeChunk+1)
 	for from := 0; from < n; from += ProbeChunk {
@@ -87,40 +75,53 @@ func RequestProbe(ctx context.Context, rdb redis.UniversalClient, run string, n 
 		}
 		jobs = append(jobs, b)
 	}
-	ttl := time.Until(deadline) + time.Minute
-	_, err = rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.LPush(ctx, probeJobsKey, jobs...)
-		p.ExpireNX(ctx, probeJobsKey, ttl)
-		p.ExpireGT(ctx, probeJobsKey, ttl) // never shorten another probe's
-		return nil
-	})
 	withdraw = func() {
 		wctx := context.WithoutCancel(ctx)
 		_, _ = rdb.Pipelined(wctx, func(p redis.Pipeliner) error {
 			for _, j := range jobs {
+				// fault: taking jobs back; one left behind is dropped at its deadline
 				p.LRem(wctx, probeJobsKey, 1, j)
 			}
 			return nil
 		})
 	}
+	_, err = rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.Del(ctx, probeJobsKey)
+		p.LPush(ctx, probeJobsKey, jobs...)
+		p.Expire(ctx, probeJobsKey, time.Until(deadline)+time.Minute)
+		return nil
+	})
+	if err == nil {
+		err = fault.Hit(fault.ProbeJobs)
+	}
 	return withdraw, err
 }
 
 // ProbeReport is what the relays said of a probe so far: which took part,
-// and the errors they met.
+// how many of its workflows they started, and the errors they met.
 type ProbeReport struct {
-	Relays []string
-	Errors []string
+	Relays  []string
+	Started int64
+	Errors  []string
 }
 
 // ReadProbe reads the report of run.
 func ReadProbe(ctx context.Context, rdb redis.UniversalClient, run string) (ProbeReport, error) {
-	relays, err := rdb.SMembers(ctx, probeRelaysKey(run)).Result()
-	if err != nil {
+	var relays *redis.StringSliceCmd
+	var started *redis.StringCmd
+	var errs *redis.StringSliceCmd
+	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		relays = p.SMembers(ctx, probeRelaysKey(run))
+		started = p.Get(ctx, probeStartedKey(run))
+		errs = p.LRange(ctx, probeErrorsKey(run), 0, 9)
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
 		return ProbeReport{}, err
 	}
-	errs, err := rdb.LRange(ctx, probeErrorsKey(run), 0, 9).Result()
-	return ProbeReport{Relays: relays, Errors: errs}, err
+	r := ProbeReport{Relays: relays.Val(), Errors: errs.Val()}
+	r.Started, _ = started.Int64() // no key yet: none started
+	return r, nil
 }
 
 // probeLoop takes probe jobs while ctx lasts and starts their workflows,
@@ -152,6 +153,7 @@ func (r *Relay) probeLoop(ctx context.Context, ps ProbeStarter) {
 		}
 		ttl := time.Until(job.Deadline) + time.Minute
 		r.noteProbe(ctx, probeRelaysKey(job.Run), ttl, func(p redis.Pipeliner) {
+			// fault: a report; the api reads who took part, not what is owed
 			p.SAdd(ctx, probeRelaysKey(job.Run), r.opts.Consumer)
 		})
 		for i := job.From; i < job.To; i++ {
@@ -160,7 +162,16 @@ func (r *Relay) probeLoop(ctx context.Context, ps ProbeStarter) {
 			}
 			wg.Go(func() {
 				defer func() { <-sem }()
-				if err := ps.StartProbe(ctx, ProbeID(job.Run, i), job.Deadline); err != nil && ctx.Err() == nil {
+				err := ps.StartProbe(ctx, ProbeID(job.Run, i), job.Deadline)
+				if err == nil {
+					err = fault.Hit(fault.ProbeStart)
+				}
+				switch {
+				case err == nil:
+					r.noteProbe(ctx, probeStartedKey(job.Run), ttl, func(p redis.Pipeliner) {
+						p.Incr(ctx, probeStartedKey(job.Run))
+					})
+				case ctx.Err() == nil:
 					msg := fmt.Sprintf("%s: start %s: %v", r.opts.Consumer, ProbeID(job.Run, i), err)
 					r.noteProbe(ctx, probeErrorsKey(job.Run), ttl, func(p redis.Pipeliner) {
 						p.RPush(ctx, probeErrorsKey(job.Run), msg)
@@ -187,10 +198,15 @@ func (r *Relay) noteProbe(ctx context.Context, key string, ttl time.Duration, ad
 }
 
 // takeProbeJob pops the oldest probe job whose probe still waits; ok is
-// false when there is none (or Redis did not answer).
+// false when there is none (or Redis did not answer). A job popped and
+// then not started (an error after the pop, a crash) is lost: its probe
+// sees its starts stall and says so (api, design §4.9).
 func (r *Relay) takeProbeJob(ctx context.Context) (job probeJob, ok bool) {
 	for {
 		raw, err := r.rdb.RPop(ctx, probeJobsKey).Result()
+		if err == nil {
+			err = fault.Hit(fault.ProbeTake)
+		}
 		switch {
 		case errors.Is(err, redis.Nil):
 			return job, false

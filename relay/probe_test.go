@@ -72,8 +72,8 @@ func TestProbeJobsAreStartedOnceAcrossRelays(t *testing.T) {
 		}
 	}
 	report, err := relay.ReadProbe(ctx, rdb, "r1")
-	if err != nil || len(report.Errors) != 0 || len(report.Relays) == 0 {
-		t.Fatalf("report %+v, %v", report, err)
+	if err != nil || len(report.Errors) != 0 || len(report.Relays) == 0 || report.Started != n {
+		t.Fatalf("report %+v, %v; want no error, the relays, and %d started", report, err, n)
 	}
 	for _, name := range report.Relays {
 		if name != "relay-a" && name != "relay-b" {
@@ -118,9 +118,11 @@ func TestProbeJobsAreStartedOnceAcrossRelays(t *testing.T) {
 	}
 }
 
-// A probe that gives up withdraws the jobs no relay has taken: a relay
-// that starts later finds nothing of it.
-func TestWithdrawnProbeLeavesNothing(t *testing.T) {
+// A probe that gives up withdraws the jobs no relay has taken, and the
+// jobs of a probe that died without withdrawing them are replaced by the
+// next probe's (only the holder of the probe lock queues jobs): a relay
+// that starts later finds only the live probe's.
+func TestProbeJobsLeftBehindAreNotStarted(t *testing.T) {
 	ctx := context.Background()
 	st, rdb := newStock(t)
 	withdraw, err := relay.RequestProbe(ctx, rdb, "given-up", 5*relay.ProbeChunk, time.Now().Add(time.Minute))
@@ -128,8 +130,14 @@ func TestWithdrawnProbeLeavesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	withdraw()
-	// A job pushed after: relays take the oldest first, so a job of the
-	// given-up probe left behind would be taken before it.
+	if left, err := rdb.LLen(ctx, "seckill:engine-probe:jobs").Result(); err != nil || left != 0 {
+		t.Fatalf("%d probe jobs left after the withdrawal (%v)", left, err)
+	}
+	if _, err := relay.RequestProbe(ctx, rdb, "dead", 3*relay.ProbeChunk, time.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	// Relays take the oldest first, so a job of the dead probe left
+	// behind would be taken before the live one's.
 	if _, err := relay.RequestProbe(ctx, rdb, "other", 1, time.Now().Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}

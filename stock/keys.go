@@ -58,4 +58,7 @@ const SalesKey = "seckill:sales"
 // stock, so api instances can drop their local sold-out flag.
 const RestockChannel = "seckill:restock"
 
+// probeLockName is the deployment's engine-probe lock (WithProbeLock).
+const probeLockName = "seckill:lock:engine-probe"
+
 func lockName(saleID int64) string { return "seckill:lock:sale:" + strconv.FormatInt(saleID, 10) }

@@ -352,6 +352,29 @@ func (s *Stock) WithSaleLock(ctx context.Context, saleID int64, fn func(ctx cont
 	if err := m.LockContext(ctx); err != nil {
 		return fmt.Errorf("lock sale %d: %w", saleID, err)
 	}
+	return hold(ctx, m, fn)
+}
+
+// WithProbeLock runs fn while holding the deployment's engine-probe lock
+// (docs/design.md §4.9: one probe at a time, since the relays share its
+// jobs), extending it as WithSaleLock does. held is false, and fn does not
+// run, when another probe holds it. A holder that dies frees it within
+// lockExpiry.
+func (s *Stock) WithProbeLock(ctx context.Context, fn func(ctx context.Context) error) (held bool, err error) {
+	m := s.locks.NewMutex(probeLockName, redsync.WithExpiry(lockExpiry))
+	if err := m.TryLockContext(ctx); err != nil {
+		var taken *redsync.ErrTaken
+		if errors.As(err, &taken) {
+			return false, nil
+		}
+		return false, fmt.Errorf("lock the engine probe: %w", err)
+	}
+	return true, hold(ctx, m, fn)
+}
+
+// hold runs fn under m, which the caller has just locked: it extends m
+// while fn runs, cancels fn's context if m is lost, and unlocks m after.
+func hold(ctx context.Context, m *redsync.Mutex, fn func(ctx context.Context) error) error {
 	wctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -382,7 +405,7 @@ func (s *Stock) WithSaleLock(ctx context.Context, saleID int64, fn func(ctx cont
 	cancel()
 	<-done
 	if _, uerr := m.UnlockContext(context.WithoutCancel(ctx)); uerr != nil && err == nil && !errors.Is(uerr, redsync.ErrLockAlreadyExpired) {
-		err = fmt.Errorf("unlock sale %d: %w", saleID, uerr)
+		err = fmt.Errorf("unlock %s: %w", m.Name(), uerr)
 	}
 	return err
 }

@@ -323,3 +323,27 @@ func TestIdempotencyKeyReplaysTheWinningRequest(t *testing.T) {
 		t.Fatalf("buying again after release = %d, %v; want the new order 504", next, err)
 	}
 }
+
+// One engine probe at a time in the deployment: a second is refused at
+// once (not queued) while the first runs, and the lock is free after.
+func TestProbeLockIsTakenOnceWithoutWaiting(t *testing.T) {
+	ctx := context.Background()
+	st, _ := newStock(t)
+	held, err := st.WithProbeLock(ctx, func(ctx context.Context) error {
+		again, err := st.WithProbeLock(ctx, func(context.Context) error {
+			t.Error("a second probe ran under the lock the first holds")
+			return nil
+		})
+		if err != nil || again {
+			t.Errorf("second probe: held %v, err %v; want refused without an error", again, err)
+		}
+		return nil
+	})
+	if err != nil || !held {
+		t.Fatalf("first probe: held %v, err %v", held, err)
+	}
+	ran := false
+	if held, err := st.WithProbeLock(ctx, func(context.Context) error { ran = true; return nil }); err != nil || !held || !ran {
+		t.Fatalf("probe after the first ended: held %v, ran %v, err %v", held, ran, err)
+	}
+}
