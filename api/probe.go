@@ -26,10 +26,11 @@ import (
 // 20 workflows a second, far below any engine's).
 func probeTime(n int) time.Duration { return 2*time.Minute + time.Duration(n)*50*time.Millisecond }
 
-// probeStall is how long the api waits for the relays to start another
-// of the probe's workflows before it says that they stopped: none took
-// the probe, or one that took jobs stopped before starting them (a job
-// taken is never started by another relay).
+// probeStall is how long the api waits for another of the probe's
+// workflows to start or complete, short of all started, before it says
+// that the relays stopped: none took the probe, or one that took jobs
+// stopped before starting them (a job taken is never started by another
+// relay).
 const probeStall = 15 * time.Second
 
 var errProbeRunning = func() problemExample {
@@ -82,7 +83,7 @@ func (s *Server) probe(ctx context.Context, n int) (wire.EngineProbe, error) {
 	case err != nil:
 		var answer huma.StatusError
 		if errors.As(err, &answer) {
-			return wire.EngineProbe{}, answer // the probe's own
+			return wire.EngineProbe{}, err // the probe's own, headers and all
 		}
 		return wire.EngineProbe{}, toHTTP(ctx, unavailable(err)) // the lock's
 	case !held:
@@ -114,16 +115,15 @@ func (s *Server) runProbe(ctx context.Context, n int, deadline time.Time) (wire.
 	// should not weigh on the engine it measures.
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
-	var done int64 // the last count visibility gave
-	var started int64
-	moved := time.Now() // when the relays last started one
+	var done, started int64 // the last counts: completed (visibility), started (the relays')
+	moved := time.Now()     // when either last grew
 	for {
 		count, err := relay.CountCompleted(ctx, tc, run)
 		if err != nil && ctx.Err() == nil {
-			return wire.EngineProbe{}, toHTTP(ctx, unavailable(err))
+			return wire.EngineProbe{}, probeLost(ctx, err)
 		}
-		if err == nil {
-			done = count
+		if err == nil && count > done {
+			done, moved = count, time.Now()
 		}
 		report, rerr := relay.ReadProbe(ctx, rdb, run)
 		if rerr == nil && report.Started > started {
@@ -134,11 +134,20 @@ func (s *Server) runProbe(ctx context.Context, n int, deadline time.Time) (wire.
 			return wire.EngineProbe{}, probeProblem("a relay could not start the probe's workflows: " + strings.Join(report.Errors, "; "))
 		case err == nil && done >= int64(n):
 			return s.probeResult(ctx, run, n, report.Relays)
-		case rerr == nil && started == 0 && time.Since(moved) > probeStall:
-			return wire.EngineProbe{}, probeProblem(fmt.Sprintf("no relay started any of the probe's workflows within %v: is a relay running (seckill serve, or seckill worker --relay)?", probeStall))
 		case rerr == nil && started < int64(n) && time.Since(moved) > probeStall:
-			return wire.EngineProbe{}, probeProblem(fmt.Sprintf("the relays started %d of the probe's %d workflows, then none for %v: "+
-				"a relay that took the rest stopped before starting them (its log says why)", started, n, probeStall))
+			// The relays' count can miss a start (its write lost, or a
+			// relay of an older version): visibility has the last word.
+			all, err := relay.CountStarted(ctx, tc, run)
+			if err != nil && ctx.Err() == nil {
+				return wire.EngineProbe{}, probeLost(ctx, err)
+			}
+			if err == nil && all > started {
+				started, moved = all, time.Now()
+				break
+			}
+			if err == nil {
+				return wire.EngineProbe{}, probeStalled(started, n, report.Relays)
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -155,7 +164,7 @@ func (s *Server) runProbe(ctx context.Context, n int, deadline time.Time) (wire.
 func (s *Server) probeResult(ctx context.Context, run string, n int, relays []string) (wire.EngineProbe, error) {
 	times, err := relay.ReadProbeTimes(ctx, s.deps.Temporal, run)
 	if err != nil {
-		return wire.EngineProbe{}, toHTTP(ctx, unavailable(err))
+		return wire.EngineProbe{}, probeLost(ctx, err)
 	}
 	p := wire.EngineProbe{Workflows: n, Seconds: times.Span.Seconds(), StartsSeconds: times.Starts.Seconds(), Relays: relays}
 	if times.Span > 0 {
@@ -166,4 +175,25 @@ func (s *Server) probeResult(ctx context.Context, run string, n int, relays []st
 
 func probeProblem(detail string) error {
 	return problem(http.StatusServiceUnavailable, wire.CodeUnavailable, detail)
+}
+
+// probeLost answers a probe that could no longer read Temporal's
+// visibility. Not "nothing changed": its workflows were started.
+func probeLost(ctx context.Context, err error) error {
+	slog.WarnContext(ctx, "engine probe: read visibility", "err", err)
+	return probeProblem("the engine probe could not read its workflows from Temporal's visibility; they run to their end without it: retry")
+}
+
+// probeStalled answers a probe whose relays started `started` of its n
+// workflows and then none for probeStall; relays are those that took jobs.
+func probeStalled(started int64, n int, relays []string) error {
+	switch {
+	case started == 0 && len(relays) == 0:
+		return probeProblem(fmt.Sprintf("no relay took the probe's jobs within %v: is a relay running (seckill serve, or seckill worker --relay)?", probeStall))
+	case started == 0:
+		return probeProblem(fmt.Sprintf("relays %s took the probe's jobs and started none of its workflows within %v: they stopped (their logs say why)",
+			strings.Join(relays, ", "), probeStall))
+	}
+	return probeProblem(fmt.Sprintf("the relays started %d of the probe's %d workflows, then none for %v: "+
+		"a relay that took the rest stopped before starting them (its log says why)", started, n, probeStall))
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/seckill/seckill/api/wire"
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/client"
+	"github.com/seckill/seckill/fault"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/workflows"
 )
@@ -99,5 +100,42 @@ func TestEngineProbeWithoutARelay(t *testing.T) {
 	r := s.do(http.MethodPost, "/v1/admin/engine-probe", s.token("probe-admin", auth.RoleAdmin), `{"workflows":5}`)
 	if p := r.problem(t); r.status != http.StatusServiceUnavailable || p.Code != wire.CodeUnavailable || !strings.Contains(p.Detail, "no relay") {
 		t.Fatalf("probe without a relay: %d %s, want 503 UNAVAILABLE naming the missing relay", r.status, r.body)
+	}
+}
+
+// A start the relays did not count (its count lost; here a relay stopped
+// between the start and its count) is no stall while the workflows wait
+// for a worker: visibility has them all started, and the probe answers
+// once a worker runs them.
+func TestEngineProbeTrustsVisibilityOverTheRelaysCount(t *testing.T) {
+	s := start(t, options{})
+	s.stopW()
+	defer fault.Arm(fault.ProbeStart, fault.Stop(1, nil))()
+	const n = 20
+	type answer struct {
+		p   wire.EngineProbe
+		err error
+	}
+	waiting := make(chan answer, 1)
+	go func() {
+		p, err := client.New(s.url, s.token("probe-admin", auth.RoleAdmin), nil).EngineProbe(context.Background(), n)
+		waiting <- answer{p, err}
+	}()
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if fault.Hits(fault.ProbeStart) < n {
+			return fmt.Errorf("%d of %d probe workflows started", fault.Hits(fault.ProbeStart), n)
+		}
+		return nil
+	})
+	// The stall window passes with no start and no completion: the
+	// relays' count says n-1, visibility says n, and the probe waits on.
+	select {
+	case a := <-waiting:
+		t.Fatalf("the probe answered before any worker ran it: %+v, %v", a.p, a.err)
+	case <-time.After(api.ProbeStall + 2*time.Second):
+	}
+	s.startWorker()
+	if a := <-waiting; a.err != nil || a.p.Workflows != n {
+		t.Fatalf("the probe: %+v, %v", a.p, a.err)
 	}
 }

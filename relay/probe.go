@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -62,7 +63,8 @@ type probeJob struct {
 // RequestProbe pushes the jobs of a probe of n workflows; the relays start
 // them until deadline, after which a job left over is dropped. The caller
 // holds the deployment's probe lock (stock.WithProbeLock): the jobs replace
-// whatever the list held, which can only be a dead probe's. withdraw takes
+// whatever the list held, a dead probe's (or one that lost the lock, which
+// then says so when its starts stall). withdraw takes
 // back the jobs no relay has taken yet: a probe that gives up early leaves
 // nothing behind to start. withdraw is returned with an error too, since
 // the jobs may have been pushed all the same.
@@ -110,17 +112,22 @@ func ReadProbe(ctx context.Context, rdb redis.UniversalClient, run string) (Prob
 	var relays *redis.StringSliceCmd
 	var started *redis.StringCmd
 	var errs *redis.StringSliceCmd
-	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, _ = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		relays = p.SMembers(ctx, probeRelaysKey(run))
 		started = p.Get(ctx, probeStartedKey(run))
 		errs = p.LRange(ctx, probeErrorsKey(run), 0, 9)
 		return nil
 	})
-	if err != nil && !errors.Is(err, redis.Nil) {
+	// Each command's own error: a missing counter (none started yet) is
+	// redis.Nil, which must not hide another command's failure.
+	if err := cmp.Or(relays.Err(), errs.Err()); err != nil {
+		return ProbeReport{}, err
+	}
+	if err := started.Err(); err != nil && !errors.Is(err, redis.Nil) {
 		return ProbeReport{}, err
 	}
 	r := ProbeReport{Relays: relays.Val(), Errors: errs.Val()}
-	r.Started, _ = started.Int64() // no key yet: none started
+	r.Started, _ = started.Int64()
 	return r, nil
 }
 
@@ -260,9 +267,17 @@ func probeQuery(run string) string {
 // CountCompleted counts run's probe workflows that visibility lists as
 // completed.
 func CountCompleted(ctx context.Context, c client.Client, run string) (int64, error) {
-	resp, err := c.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{
-		Query: probeQuery(run) + " AND ExecutionStatus = 'Completed'",
-	})
+	return countProbes(ctx, c, probeQuery(run)+" AND ExecutionStatus = 'Completed'")
+}
+
+// CountStarted counts run's probe workflows that visibility lists, in any
+// state: the ones the relays started.
+func CountStarted(ctx context.Context, c client.Client, run string) (int64, error) {
+	return countProbes(ctx, c, probeQuery(run))
+}
+
+func countProbes(ctx context.Context, c client.Client, query string) (int64, error) {
+	resp, err := c.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Query: query})
 	if err != nil {
 		return 0, fmt.Errorf("count the engine probes: %w", err)
 	}

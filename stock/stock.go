@@ -361,7 +361,9 @@ func (s *Stock) WithSaleLock(ctx context.Context, saleID int64, fn func(ctx cont
 // run, when another probe holds it. A holder that dies frees it within
 // lockExpiry.
 func (s *Stock) WithProbeLock(ctx context.Context, fn func(ctx context.Context) error) (held bool, err error) {
-	m := s.locks.NewMutex(probeLockName, redsync.WithExpiry(lockExpiry))
+	// One try, so give it longer than redsync's default 5 % of the expiry
+	// (400 ms): a slow answer is not another probe.
+	m := s.locks.NewMutex(probeLockName, redsync.WithExpiry(lockExpiry), redsync.WithTimeoutFactor(0.25))
 	if err := m.TryLockContext(ctx); err != nil {
 		var taken *redsync.ErrTaken
 		if errors.As(err, &taken) {
