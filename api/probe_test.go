@@ -51,15 +51,7 @@ func TestEngineProbe(t *testing.T) {
 	// No worker: the probe's workflows wait on the task queue.
 	s.stopW()
 	const first = 30
-	type answer struct {
-		p   wire.EngineProbe
-		err error
-	}
-	waiting := make(chan answer, 1)
-	go func() {
-		p, err := client.New(s.url, admin, nil).EngineProbe(context.Background(), first)
-		waiting <- answer{p, err}
-	}()
+	waiting := s.probeInBackground(admin, first)
 	testenv.Eventually(t, 30*time.Second, func() error {
 		if n := probes("Running"); n < first {
 			return fmt.Errorf("%d probe workflows running, want %d", n, first)
@@ -112,15 +104,7 @@ func TestEngineProbeTrustsVisibilityOverTheRelaysCount(t *testing.T) {
 	s.stopW()
 	defer fault.Arm(fault.ProbeStart, fault.Stop(1, nil))()
 	const n = 20
-	type answer struct {
-		p   wire.EngineProbe
-		err error
-	}
-	waiting := make(chan answer, 1)
-	go func() {
-		p, err := client.New(s.url, s.token("probe-admin", auth.RoleAdmin), nil).EngineProbe(context.Background(), n)
-		waiting <- answer{p, err}
-	}()
+	waiting := s.probeInBackground(s.token("probe-admin", auth.RoleAdmin), n)
 	testenv.Eventually(t, 30*time.Second, func() error {
 		if fault.Hits(fault.ProbeStart) < n {
 			return fmt.Errorf("%d of %d probe workflows started", fault.Hits(fault.ProbeStart), n)
@@ -138,4 +122,21 @@ func TestEngineProbeTrustsVisibilityOverTheRelaysCount(t *testing.T) {
 	if a := <-waiting; a.err != nil || a.p.Workflows != n {
 		t.Fatalf("the probe: %+v, %v", a.p, a.err)
 	}
+}
+
+// probeAnswer is what an engine probe answered.
+type probeAnswer struct {
+	p   wire.EngineProbe
+	err error
+}
+
+// probeInBackground asks for a probe of n workflows and delivers its
+// answer on the channel returned.
+func (s *system) probeInBackground(token string, n int) <-chan probeAnswer {
+	waiting := make(chan probeAnswer, 1)
+	go func() {
+		p, err := client.New(s.url, token, nil).EngineProbe(context.Background(), n)
+		waiting <- probeAnswer{p, err}
+	}()
+	return waiting
 }
