@@ -18,8 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"go.temporal.io/api/workflowservice/v1"
-
 	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/api/wire"
 	"github.com/seckill/seckill/auth"
@@ -29,7 +27,6 @@ import (
 	"github.com/seckill/seckill/orderid"
 	"github.com/seckill/seckill/relay"
 	"github.com/seckill/seckill/store"
-	"github.com/seckill/seckill/workflows"
 )
 
 // The fault points (fault.Points, docs/reliability.md): every write of the
@@ -433,13 +430,8 @@ func probeCase(p fault.Point) faultCase {
 			return nil
 		})
 		testenv.Eventually(t, time.Minute, func() error {
-			resp, err := s.tc.CountWorkflow(context.Background(), &workflowservice.CountWorkflowExecutionsRequest{
-				Query: fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running'", workflows.EngineProbeName)})
-			if err != nil {
-				return err
-			}
-			if resp.GetCount() != 0 {
-				return fmt.Errorf("%d probe workflows still running", resp.GetCount())
+			if running, err := s.probeWorkflows("Running"); err != nil || running != 0 {
+				return fmt.Errorf("%d probe workflows still running (%v)", running, err)
 			}
 			return nil
 		})

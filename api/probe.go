@@ -137,15 +137,13 @@ func (s *Server) runProbe(ctx context.Context, n int, deadline time.Time) (wire.
 		case rerr == nil && started < int64(n) && time.Since(moved) > probeStall:
 			// The relays' count can miss a start (its write lost, or a
 			// relay of an older version): visibility has the last word.
-			all, err := relay.CountStarted(ctx, tc, run)
-			if err != nil && ctx.Err() == nil {
+			switch all, err := relay.CountStarted(ctx, tc, run); {
+			case err != nil && ctx.Err() == nil:
 				return wire.EngineProbe{}, probeLost(ctx, err)
-			}
-			if err == nil && all > started {
+			case err != nil: // the probe's context ended: answered below
+			case all > started:
 				started, moved = all, time.Now()
-				break
-			}
-			if err == nil {
+			default:
 				return wire.EngineProbe{}, probeStalled(started, n, report.Relays)
 			}
 		}

@@ -39,22 +39,13 @@ func TestEngineProbe(t *testing.T) {
 			t.Fatalf("probe %s: %d %s, want %d", tc.body, r.status, r.body, tc.status)
 		}
 	}
-	probes := func(status string) int64 {
-		resp, err := s.tc.CountWorkflow(context.Background(), &workflowservice.CountWorkflowExecutionsRequest{
-			Query: fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = '%s'", workflows.EngineProbeName, status)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp.GetCount()
-	}
-
 	// No worker: the probe's workflows wait on the task queue.
 	s.stopW()
 	const first = 30
 	waiting := s.probeInBackground(admin, first)
 	testenv.Eventually(t, 30*time.Second, func() error {
-		if n := probes("Running"); n < first {
-			return fmt.Errorf("%d probe workflows running, want %d", n, first)
+		if n, err := s.probeWorkflows("Running"); err != nil || n < first {
+			return fmt.Errorf("%d probe workflows running, want %d (%v)", n, first, err)
 		}
 		return nil
 	})
@@ -80,8 +71,8 @@ func TestEngineProbe(t *testing.T) {
 		p.WorkflowsPerSec <= 0 || p.WorkflowsPerSec*p.Seconds < n-0.01 || p.WorkflowsPerSec*p.Seconds > n+0.01 {
 		t.Fatalf("engine probe %+v", p)
 	}
-	if done := probes("Completed"); done != first+n {
-		t.Fatalf("%d probe workflows completed, want %d", done, first+n)
+	if done, err := s.probeWorkflows("Completed"); err != nil || done != first+n {
+		t.Fatalf("%d probe workflows completed, want %d (%v)", done, first+n, err)
 	}
 }
 
@@ -139,4 +130,12 @@ func (s *system) probeInBackground(token string, n int) <-chan probeAnswer {
 		waiting <- probeAnswer{p, err}
 	}()
 	return waiting
+}
+
+// probeWorkflows counts the engine probe's workflows in status (Running,
+// Completed, …), of every probe run so far.
+func (s *system) probeWorkflows(status string) (int64, error) {
+	resp, err := s.tc.CountWorkflow(context.Background(), &workflowservice.CountWorkflowExecutionsRequest{
+		Query: fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = '%s'", workflows.EngineProbeName, status)})
+	return resp.GetCount(), err
 }

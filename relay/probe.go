@@ -64,10 +64,10 @@ type probeJob struct {
 // them until deadline, after which a job left over is dropped. The caller
 // holds the deployment's probe lock (stock.WithProbeLock): the jobs replace
 // whatever the list held, a dead probe's (or one that lost the lock, which
-// then says so when its starts stall). withdraw takes
-// back the jobs no relay has taken yet: a probe that gives up early leaves
-// nothing behind to start. withdraw is returned with an error too, since
-// the jobs may have been pushed all the same.
+// then says so when its starts stall). withdraw takes back the jobs no
+// relay has taken yet: a probe that gives up early leaves nothing behind
+// to start. withdraw is returned with an error too, since the jobs may
+// have been pushed all the same.
 func RequestProbe(ctx context.Context, rdb redis.UniversalClient, run string, n int, deadline time.Time) (withdraw func(), err error) {
 	jobs := make([]any, 0, n/ProbeChunk+1)
 	for from := 0; from < n; from += ProbeChunk {
