@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
+
 	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/api/wire"
 	"github.com/seckill/seckill/audit"
@@ -146,6 +148,10 @@ func TestTerminatedAfterAnAcceptedPayIsPaid(t *testing.T) {
 	if r := s.pay(id, "ugo"); r.status != http.StatusAccepted {
 		t.Fatalf("pay while MarkPaid fails: %d %s, want 202", r.status, r.body)
 	}
+	// Terminated between two attempts: an attempt already running when the
+	// workflow is terminated still runs on the worker, and one that wrote
+	// after the constraint is gone would mark the order PAID itself.
+	s.betweenAttempts(id, "MarkPaid")
 	if err := s.tc.TerminateWorkflow(ctx, "order-"+id, "", "stopped mid-pay"); err != nil {
 		t.Fatal(err)
 	}
@@ -339,6 +345,30 @@ func TestResetBeforeAnExpiryIsWrittenTellsNoLie(t *testing.T) {
 	if r := s.audited(sale.ID, true); !r.OK() || r.DBStock != 1 {
 		t.Fatalf("audit: %s", r)
 	}
+}
+
+// betweenAttempts waits until the order's pending activity has failed and
+// its next attempt is more than a second away: no attempt of it is
+// running, so a Terminate now leaves none that could still write.
+func (s *system) betweenAttempts(orderID, activity string) {
+	s.t.Helper()
+	testenv.Eventually(s.t, time.Minute, func() error {
+		d, err := s.tc.DescribeWorkflowExecution(context.Background(), "order-"+orderID, "")
+		if err != nil {
+			return err
+		}
+		for _, a := range d.GetPendingActivities() {
+			if a.GetActivityType().GetName() != activity {
+				continue
+			}
+			if a.GetState() == enumspb.PENDING_ACTIVITY_STATE_SCHEDULED && a.GetLastFailure() != nil &&
+				time.Until(a.GetNextAttemptScheduleTime().AsTime()) > time.Second {
+				return nil
+			}
+			return fmt.Errorf("%s: attempt %d, %v, next attempt at %v", activity, a.GetAttempt(), a.GetState(), a.GetNextAttemptScheduleTime().AsTime())
+		}
+		return fmt.Errorf("%s is not pending", activity)
+	})
 }
 
 // hold makes the database refuse, as if down for them alone, the order
