@@ -100,6 +100,11 @@ type TemporalOptions struct {
 	// Bearer <key>") to call into a namespace (auth.go). The server's own
 	// clients (namespace setup, the Web UI) present it too.
 	APIKey string
+	// UIReadOnly turns the Web UI's write actions off (cancel, terminate,
+	// reset, signals, updates, starts): the UI server then refuses them,
+	// whatever its pages show. For a UI that people reach without signing
+	// in anywhere.
+	UIReadOnly bool
 	// DynamicConfig overrides server dynamic config, keyed as in the server's
 	// dynamicconfig package (e.g. "frontend.rps": 10000), on top of
 	// defaultDynamicConfig.

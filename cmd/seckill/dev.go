@@ -28,7 +28,9 @@ import (
 // REDIS_ADDR or TEMPORAL_ADDRESS point at real ones.
 type DevCmd struct {
 	AuthFlags
-	APIFlags `embed:""`
+	// Loopback by default: dev mints tokens for anyone who asks
+	// (POST /v1/dev/token), admins included.
+	APIFlags `embed:"" set:"http_addr=127.0.0.1:8080"`
 	CacheFlags
 
 	DatabaseURL       string `name:"database-url" env:"DATABASE_URL" help:"Use this database instead of the embedded one."`
@@ -133,7 +135,12 @@ func (c *DevCmd) Run(ctx context.Context) error {
 	defer w.Stop()
 	runReconciler(ctx, d, 30*time.Second, 24*time.Hour)
 
-	cfg, err := c.APIFlags.config(true)
+	devTokens := listensOnLoopback(c.HTTPAddr)
+	if !devTokens {
+		slog.Warn("seckill dev listens beyond loopback: anyone who reaches it can use its demo sale and the Temporal UI's links; POST /v1/dev/token, which mints tokens for anyone, is off (use the tokens printed below or `seckill token`)",
+			"http_addr", c.HTTPAddr)
+	}
+	cfg, err := c.APIFlags.config(devTokens)
 	if err != nil {
 		return err
 	}
@@ -219,6 +226,13 @@ func warmAll(ctx context.Context, st *store.Store, warm func(context.Context, in
 		errs = append(errs, warm(ctx, s.ID))
 	}
 	return errors.Join(errs...)
+}
+
+// listensOnLoopback reports whether a listen address (host:port) binds
+// loopback only; ":8080" binds every interface.
+func listensOnLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	return err == nil && host != "" && loopbackOnly(host)
 }
 
 func hostPort(a net.Addr) string {

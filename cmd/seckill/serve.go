@@ -33,7 +33,7 @@ func (a AuthFlags) signer() (*auth.Signer, error) {
 
 // APIFlags tune the api.
 type APIFlags struct {
-	HTTPAddr       string   `name:"http-addr" env:"SECKILL_HTTP_ADDR" default:":8080" help:"Address the api listens on."`
+	HTTPAddr       string   `name:"http-addr" env:"SECKILL_HTTP_ADDR" default:"${http_addr}" help:"Address the api listens on."`
 	AllowedOrigins []string `name:"allowed-origins" env:"SECKILL_ALLOWED_ORIGINS" sep:"," help:"Origins allowed to open websockets (comma-separated); default: same origin only."`
 	UserRate       int      `name:"user-rate" env:"SECKILL_USER_RATE" default:"5" help:"Purchase requests per second per buyer and sale (0 = no limit)."`
 	SaleRate       int      `name:"sale-rate" env:"SECKILL_SALE_RATE" default:"100000" help:"Purchase requests per second per sale (0 = no limit)."`
@@ -88,7 +88,7 @@ func (f APIFlags) relayOptions() relay.Options {
 type ServeCmd struct {
 	Services
 	AuthFlags
-	APIFlags
+	APIFlags `set:"http_addr=:8080"`
 	Relay bool `name:"relay" env:"SECKILL_RELAY" default:"true" help:"Run a relay in this instance; --relay=false where workers run the relays (seckill worker --relay), so that starts are eager."`
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"path/filepath"
 	"slices"
 	"time"
@@ -36,7 +37,8 @@ type TemporalCmd struct {
 	TLSClientCA   string        `name:"tls-client-ca" type:"existingfile" env:"SECKILL_TEMPORAL_TLS_CLIENT_CA" help:"Require clients to present a certificate from this CA (PEM): mutual TLS, as Temporal Cloud does."`
 	MetricsAddr   string        `name:"metrics-addr" env:"SECKILL_TEMPORAL_METRICS_ADDR" help:"Serve the Temporal server's own metrics for Prometheus at http://ADDR/metrics (persistence latencies, task queue backlogs, shard health); empty = none."`
 	Verbose       bool          `name:"verbose" help:"Log the Temporal server at info level instead of warn."`
-	APIKey        string        `name:"api-key" env:"SECKILL_TEMPORAL_SERVER_API_KEY" help:"Refuse a namespace's calls without 'Authorization: Bearer KEY' (as Temporal Cloud does; clients pass --temporal-api-key). The Web UI cannot present it: its pages are refused."`
+	APIKey        string        `name:"api-key" env:"SECKILL_TEMPORAL_SERVER_API_KEY" help:"Refuse a namespace's calls without 'Authorization: Bearer KEY' (as Temporal Cloud does; clients pass --temporal-api-key). The Web UI presents it for the people it serves: guard the UI's own port (docker-compose.yml puts it behind the edge's sign-in)."`
+	UIActions     string        `name:"ui-actions" env:"SECKILL_TEMPORAL_UI_ACTIONS" enum:"auto,on,off" default:"auto" help:"The Web UI's write actions (cancel, terminate, reset, updates): auto = on when the UI listens on loopback only, off (read-only) otherwise; on where an authenticating proxy guards the UI (docker-compose.yml's edge)."`
 }
 
 func (c *TemporalCmd) Run(ctx context.Context) error {
@@ -45,6 +47,10 @@ func (c *TemporalCmd) Run(ctx context.Context) error {
 	}
 	if c.Retention < time.Hour {
 		return fmt.Errorf("--retention %v: the server keeps closed workflows at least 1h", c.Retention)
+	}
+	if c.UIPort >= 0 && c.UIActions == "auto" && !loopbackOnly(c.IP) {
+		slog.Warn("the Web UI listens beyond loopback with no sign-in in front that seckill knows of: it is read-only; put an authenticating proxy in front and pass --ui-actions=on for its write actions",
+			"ip", c.IP)
 	}
 	t, err := devstack.StartTemporal(ctx, c.options())
 	if err != nil {
@@ -86,6 +92,7 @@ func (c *TemporalCmd) options() devstack.TemporalOptions {
 		Retention:         c.Retention,
 		DynamicConfigFile: c.DynamicConfig,
 		MetricsAddress:    c.MetricsAddr,
+		UIReadOnly:        !uiActionsOn(c.UIActions, c.IP),
 	}
 	if c.TLSCert != "" {
 		opts.TLS = &devstack.ServerTLS{CertFile: c.TLSCert, KeyFile: c.TLSKey, ClientCAFile: c.TLSClientCA}
@@ -110,4 +117,28 @@ func registerSearchAttributes(ctx context.Context, t *devstack.Temporal) error {
 	}
 	defer c.Close()
 	return worker.RegisterSearchAttributes(ctx, c, t.Namespace())
+}
+
+// uiActionsOn decides --ui-actions: auto lets a UI that only this machine
+// can reach keep its write actions (seckill dev, tests), and makes one that
+// listens on a network read-only, since the UI server has no sign-in of
+// its own and, with --api-key, acts with the server's key.
+func uiActionsOn(setting, ip string) bool {
+	switch setting {
+	case "on":
+		return true
+	case "off":
+		return false
+	}
+	return loopbackOnly(ip)
+}
+
+// loopbackOnly reports whether a listen address (an IP, "localhost" or
+// empty for the default 127.0.0.1) reaches only this machine.
+func loopbackOnly(ip string) bool {
+	if ip == "" || ip == "localhost" {
+		return true
+	}
+	a, err := netip.ParseAddr(ip)
+	return err == nil && a.IsLoopback()
 }
