@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -73,5 +74,45 @@ func TestDevRestartKeepsOrdersAndWorkflows(t *testing.T) {
 	var refused *client.Error
 	if _, err := bc.Purchase(ctx, sale, ""); !errors.As(err, &refused) || refused.StatusCode != http.StatusConflict {
 		t.Fatalf("second purchase after restart: %v, want 409", err)
+	}
+}
+
+// A clean stop of `seckill dev` loses no 202: stopped while an admitted
+// order's workflow has not started yet (the relay holds it back here for
+// 3 s), dev waits for the order to be placed before it exits, says so, and
+// the restarted dev has the order (its in-process Redis keeps nothing).
+func TestDevStopKeepsAdmittedOrders(t *testing.T) {
+	testenv.RedisAddr(t)
+	dir := t.TempDir()
+	port := testenv.FreePort(t)
+	api := fmt.Sprintf("http://127.0.0.1:%d", port)
+	startDev := func(env ...string) *proc {
+		p := run(t, "dev", append([]string{"SECKILL_JWT_SECRET=" + secret}, env...), "dev", "--data-dir", dir, "--seed-stock=0",
+			"--http-addr", fmt.Sprintf("127.0.0.1:%d", port), "--temporal-port=0", "--ui-port=0")
+		waitReady(t, api+"/readyz", 60*time.Second)
+		return p
+	}
+	admin, buyer := tokens(t)
+
+	dev := startDev("SECKILL_RELAY_START_DELAY=3s")
+	sale := openSale(t, api, admin, 5)
+	order := buy(t, api, sale, buyer)
+	if s := orderStatus(t, api, order, buyer); s != "PENDING" {
+		t.Fatalf("the order is %q before the stop, want PENDING (its start held back)", s)
+	}
+	if code, took := dev.Interrupt(); code != 0 || took > 20*time.Second {
+		t.Fatalf("exit %d after %s, want 0", code, took)
+	}
+	if out := dev.Output(); !strings.Contains(out, "every admitted order is placed") {
+		t.Errorf("dev did not say it waited for the admitted order:\n%s", out)
+	}
+
+	startDev()
+	if s := orderStatus(t, api, order, buyer); s != "AWAITING_PAYMENT" {
+		t.Fatalf("after the restart the order is %q, want AWAITING_PAYMENT", s)
+	}
+	s, err := client.New(api, "", nil).Sale(context.Background(), sale)
+	if err != nil || s.Remaining != 4 {
+		t.Fatalf("after the restart remaining = %d (%v), want 4", s.Remaining, err)
 	}
 }

@@ -162,7 +162,7 @@ func (c *DevCmd) Run(ctx context.Context) error {
 		return err
 	}
 
-	return serveHTTP(ctx, c.HTTPAddr, srv.Handler(), func(addr net.Addr) {
+	err = serveHTTP(ctx, c.HTTPAddr, srv.Handler(), func(addr net.Addr) {
 		base := "http://" + hostPort(addr)
 		buyer, _ := signer.Mint("demo-buyer", auth.RoleBuyer, 24*time.Hour)
 		admin, _ := signer.Mint("demo-admin", auth.RoleAdmin, 24*time.Hour)
@@ -183,7 +183,17 @@ func (c *DevCmd) Run(ctx context.Context) error {
 		fmt.Fprintf(&b, "\n  export BUYER_TOKEN=%s\n  export ADMIN_TOKEN=%s\n\n", buyer, admin)
 		fmt.Print(b.String())
 	})
+	if c.RedisAddr == "" {
+		// The api admits no more; the relay and the worker still run
+		// (their deferred stops come after this).
+		drainAdmissions(d.stock, d.store, devStopTimeout)
+	}
+	return err
 }
+
+// devStopTimeout bounds how long a stopping `seckill dev` waits for the
+// orders it admitted to be placed (drainAdmissions).
+const devStopTimeout = 30 * time.Second
 
 // seed creates the demo sale, starting a minute from now, unless one is
 // still upcoming or running from an earlier start.
