@@ -27,8 +27,13 @@ type Options struct {
 	DupRate     float64 // fraction of buyers who send a second request
 	Pay         float64 // fraction of accepted orders to pay
 	Cancel      float64 // fraction of accepted orders to cancel
-	StartDelay  time.Duration
-	Wait        time.Duration // how long to wait for the sagas
+	// Expire lets the orders neither paid nor cancelled expire, and
+	// measures that too; it needs PaymentWindow, the sale's payment
+	// timeout, longer than placing, paying and cancelling take.
+	Expire        bool
+	PaymentWindow time.Duration // 0: the deployment's default
+	StartDelay    time.Duration
+	Wait          time.Duration // how long to wait for the sagas
 	// AdmissionOnly stops after the purchases: for overload experiments,
 	// where the sagas are not what is measured.
 	AdmissionOnly bool
@@ -55,6 +60,9 @@ type Options struct {
 	// CPU, if set, samples the CPU of the system's components and of the
 	// bench at the phase boundaries.
 	CPU *CPUMeter
+	// PG, if set, reads the commits and WAL of Postgres databases at the
+	// boundaries of the order's phases.
+	PG *PGMeter
 
 	Progress io.Writer // progress bars; nil = none
 }
@@ -111,6 +119,9 @@ type Result struct {
 	Cancelled       int     `json:"cancelled"`
 	EndSeconds      float64 `json:"pay_cancel_settled_seconds,omitempty"`
 	Stats           Stats   `json:"final_stats"`
+	// Phases are the order's life, phase by phase: place, pay, cancel,
+	// expire (those the run had).
+	Phases []OrderPhase `json:"phases,omitempty"`
 	// Lost is the check of every 202 by its order id (not after
 	// --admission-only: run `seckill bench --verify` on --accepted-out).
 	Lost         *Lost    `json:"lost_202s,omitempty"`
@@ -190,6 +201,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	starts := time.Now().Add(o.StartDelay).Truncate(time.Millisecond)
 	sale, err := c.api.WithToken(admin).CreateSale(ctx, wire.CreateSaleBody{
 		Name: "bench " + run, PriceCents: 100, Stock: o.Stock, StartsAt: starts, EndsAt: starts.Add(time.Hour),
+		PaymentTimeoutSeconds: int(o.PaymentWindow.Seconds()),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create sale: %w", err)
@@ -200,18 +212,16 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 
 	// CPU is sampled at the phase boundaries: just before the first
-	// purchase, at the end of the wave, and when every order is created.
-	var cpuStart, cpuWave cpuSample
-	if o.CPU != nil {
-		cpuStart = o.CPU.sample(ctx)
-	}
+	// purchase, at the end of the wave, when every order is created, and
+	// around each later phase of the orders' life.
+	preWave := o.probe(ctx)
 	accepted, begin, err := c.admit(ctx, r, o, sale.ID, tokens, requests)
 	if err != nil {
 		return nil, err
 	}
+	wave := o.probe(ctx)
 	if o.CPU != nil {
-		cpuWave = o.CPU.sample(ctx)
-		r.CPU.Admission = phase(cpuStart, cpuWave, r.CPU.Unavailable)
+		r.CPU.Admission = phase(*preWave.cpu, *wave.cpu, r.CPU.Unavailable)
 	}
 	won := make([]Accepted, 0, len(accepted))
 	for id, tok := range accepted {
@@ -230,10 +240,22 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		r.SagaLoadBefore = loadAverage()
 		c.awaitCreated(ctx, r, o, sale.ID, admin, begin, deadline)
 		r.SagaLoadAfter = loadAverage()
+		created := o.probe(ctx)
 		if o.CPU != nil {
-			r.CPU.Saga = phase(cpuWave, o.CPU.sample(ctx), r.CPU.Unavailable)
+			r.CPU.Saga = phase(*wave.cpu, *created.cpu, r.CPU.Unavailable)
 		}
-		c.payAndCancel(ctx, r, o, sale.ID, admin, accepted, deadline)
+		// Placing's CPU is the saga's, from the end of the wave (what the
+		// relays start during the wave counts in admission); its Postgres
+		// writes are counted from before the wave, since admission
+		// writes none.
+		from := wave
+		from.pg = preWave.pg
+		unavailable := map[string]string{}
+		if r.CPU != nil {
+			unavailable = r.CPU.Unavailable
+		}
+		r.Phases = append(r.Phases, newPhase(PhasePlace, r.Accepted, r.AllCreated, from, created, nil, unavailable))
+		c.lifePhases(ctx, r, o, sale.ID, admin, accepted, begin, deadline)
 		// Every 202 by its order id, not only their count: a loss shows
 		// even where another order would make the count come out right.
 		lost, err := VerifyAccepted(ctx, o.Target, o.Signer, won, o.Concurrency)
@@ -257,6 +279,12 @@ func (o Options) validate() error {
 	}
 	if o.Pay < 0 || o.Cancel < 0 || o.Pay+o.Cancel > 1 {
 		return errors.New("--pay and --cancel are fractions that add up to at most 1")
+	}
+	if o.Expire && o.PaymentWindow < 10*time.Second {
+		return errors.New("--expire needs --payment-window (at least 10s), longer than placing, paying and cancelling take")
+	}
+	if o.PaymentWindow != 0 && (o.PaymentWindow < 10*time.Second || o.PaymentWindow > 24*time.Hour) {
+		return errors.New("--payment-window is 10s to 24h")
 	}
 	if o.Websockets > o.Users {
 		return fmt.Errorf("--websockets %d exceeds --users %d (one socket per buyer)", o.Websockets, o.Users)

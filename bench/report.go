@@ -71,6 +71,7 @@ func (r *Result) Table() string {
 		if r.Paid+r.Cancelled > 0 {
 			row("paid / cancelled", "%d / %d, settled in %.1f s", r.Paid, r.Cancelled, r.EndSeconds)
 		}
+		phaseTable(&b, row, r.Phases)
 	}
 	if r.CPU != nil {
 		orders := 0

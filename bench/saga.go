@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -36,30 +37,13 @@ func (c *target) awaitCreated(ctx context.Context, r *Result, o Options, saleID,
 	}
 }
 
-// payAndCancel pays and cancels the asked fractions of the accepted
-// orders, driving their sagas to their ends, and waits for the sale to
-// settle, until deadline.
-func (c *target) payAndCancel(ctx context.Context, r *Result, o Options, saleID, admin string, accepted map[string]string, deadline time.Time) {
-	if o.Pay <= 0 && o.Cancel <= 0 {
-		return
-	}
-	ends := time.Now()
-	r.Paid, r.Cancelled = c.settle(ctx, accepted, o, newBar(o.Progress, int(float64(r.Accepted)*(o.Pay+o.Cancel)), "pay/cancel"))
-	for time.Now().Before(deadline) && ctx.Err() == nil {
-		st, err := c.stats(ctx, saleID, admin)
-		// A cancelled order's row changes before its unit returns
-		// (FinishOrder → RestoreStock → ReleaseReservation), so the
-		// counts alone are not the end: wait for the stock to settle too.
-		if err == nil && st.Orders["PAID"] == r.Paid && st.Orders["CANCELLED"] == r.Cancelled && len(st.drift()) == 0 {
-			break
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
-	r.EndSeconds = time.Since(ends).Seconds()
-}
-
-// settle pays and cancels the asked fractions of the accepted orders.
-func (c *target) settle(ctx context.Context, accepted map[string]string, o Options, bar *bar) (paid, cancelled int) {
+// lifePhases drives the accepted orders through the rest of their life,
+// one phase at a time, each measured on its own: paying the asked
+// fraction, then cancelling the asked fraction, then (with Expire) the
+// rest expiring when the sale's payment window ends. Each phase waits
+// for the sale to settle (units back, Redis equal to Postgres) before the
+// next begins, until deadline.
+func (c *target) lifePhases(ctx context.Context, r *Result, o Options, saleID, admin string, accepted map[string]string, begin, deadline time.Time) {
 	ids := make([]string, 0, len(accepted))
 	for id := range accepted {
 		ids = append(ids, id)
@@ -67,41 +51,107 @@ func (c *target) settle(ctx context.Context, accepted map[string]string, o Optio
 	slices.Sort(ids)
 	nPay := int(float64(len(ids)) * o.Pay)
 	nCancel := int(float64(len(ids)) * o.Cancel)
-	type job struct{ id, action string }
-	jobs := make(chan job)
+	unavailable := map[string]string{}
+	if r.CPU != nil {
+		unavailable = r.CPU.Unavailable
+	}
+	ends := time.Now()
+	if nPay > 0 {
+		from := o.probe(ctx)
+		paid, lat := c.act(ctx, accepted, ids[:nPay], "pay", o, newBar(o.Progress, nPay, "pay"))
+		r.Paid = paid
+		settled := c.awaitSettled(ctx, saleID, admin, deadline, func(st Stats) bool { return st.Orders["PAID"] == r.Paid })
+		r.Phases = append(r.Phases, newPhase(PhasePay, nPay, settled && paid == nPay, from, o.probe(ctx), lat, unavailable))
+	}
+	if nCancel > 0 {
+		from := o.probe(ctx)
+		cancelled, lat := c.act(ctx, accepted, ids[nPay:nPay+nCancel], "cancel", o, newBar(o.Progress, nCancel, "cancel"))
+		r.Cancelled = cancelled
+		settled := c.awaitSettled(ctx, saleID, admin, deadline, func(st Stats) bool { return st.Orders["CANCELLED"] == r.Cancelled })
+		r.Phases = append(r.Phases, newPhase(PhaseCancel, nCancel, settled && cancelled == nCancel, from, o.probe(ctx), lat, unavailable))
+	}
+	if nPay+nCancel > 0 {
+		r.EndSeconds = time.Since(ends).Seconds()
+	}
+	nExpire := len(ids) - nPay - nCancel
+	if !o.Expire || nExpire <= 0 {
+		return
+	}
+	// No payment timer can fire before the window has passed since the
+	// first purchase: the phase starts there.
+	windowEnds := begin.Add(o.PaymentWindow)
+	note := ""
+	if time.Now().After(windowEnds) {
+		note = fmt.Sprintf("the payment window ended %.1f s before paying and cancelling had: expiry overlapped them; give a longer --payment-window",
+			time.Since(windowEnds).Seconds())
+	}
+	if err := waitUntil(ctx, windowEnds); err != nil {
+		return
+	}
+	from := o.probe(ctx)
+	bar := newBar(o.Progress, nExpire, "expired")
+	settled := c.awaitSettled(ctx, saleID, admin, deadline.Add(o.PaymentWindow), func(st Stats) bool {
+		bar.set(st.Orders["EXPIRED"])
+		return st.Orders["EXPIRED"] == nExpire
+	})
+	bar.finish()
+	ph := newPhase(PhaseExpire, nExpire, settled && note == "", from, o.probe(ctx), nil, unavailable)
+	ph.Note = note
+	r.Phases = append(r.Phases, ph)
+}
+
+// awaitSettled polls the sale's stats until done holds and the sale has
+// no drift, or until deadline; it reports whether it got there.
+func (c *target) awaitSettled(ctx context.Context, saleID, admin string, deadline time.Time, done func(Stats) bool) bool {
+	for {
+		st, err := c.stats(ctx, saleID, admin)
+		// A cancelled or expired order's row changes before its unit
+		// returns (FinishOrder → RestoreStock → ReleaseReservation), so
+		// the counts alone are not the end: wait for the stock too.
+		if err == nil && done(st) && len(st.drift()) == 0 {
+			return true
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return false
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// act pays or cancels the orders ids as their buyers, returning how many
+// succeeded and every request's time.
+func (c *target) act(ctx context.Context, accepted map[string]string, ids []string, action string, o Options, bar *bar) (ok int, lat []time.Duration) {
+	jobs := make(chan string)
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for range min(o.Concurrency, 32) {
 		wg.Go(func() {
-			for j := range jobs {
+			for id := range jobs {
 				// An outcome not recorded yet (202) is recorded a moment later.
-				buyer := c.api.WithToken(accepted[j.id])
+				buyer := c.api.WithToken(accepted[id])
+				start := time.Now()
 				var err error
-				if j.action == "pay" {
-					_, err = buyer.Pay(ctx, j.id)
+				if action == "pay" {
+					_, err = buyer.Pay(ctx, id)
 				} else {
-					_, err = buyer.Cancel(ctx, j.id)
+					_, err = buyer.Cancel(ctx, id)
 				}
+				took := time.Since(start)
 				mu.Lock()
-				if err == nil && j.action == "pay" {
-					paid++
-				} else if err == nil {
-					cancelled++
+				lat = append(lat, took)
+				if err == nil {
+					ok++
 				}
 				mu.Unlock()
 				bar.add()
 			}
 		})
 	}
-	for i, id := range ids[:nPay+nCancel] {
-		action := "pay"
-		if i >= nPay {
-			action = "cancel"
-		}
-		jobs <- job{id, action}
+	for _, id := range ids {
+		jobs <- id
 	}
 	close(jobs)
 	wg.Wait()
 	bar.finish()
-	return paid, cancelled
+	return ok, lat
 }

@@ -152,14 +152,18 @@ func TestBenchMeasuresLimitsAndCPU(t *testing.T) {
 	redisURL := testenv.RedisURL(testenv.RedisAddr(t), db)
 	port := testenv.FreePort(t)
 	api := fmt.Sprintf("http://127.0.0.1:%d", port)
-	run(t, "dev", []string{"SECKILL_JWT_SECRET=" + secret, "DATABASE_URL=" + testenv.DatabaseURL(t), "REDIS_ADDR=" + redisURL},
+	dbURL := testenv.DatabaseURL(t)
+	run(t, "dev", []string{"SECKILL_JWT_SECRET=" + secret, "DATABASE_URL=" + dbURL, "REDIS_ADDR=" + redisURL},
 		"dev", "--memory", "--seed-stock=0", "--http-addr", fmt.Sprintf("127.0.0.1:%d", port), "--temporal-port=0", "--ui-port=-1")
 	waitReady(t, api+"/readyz", 60*time.Second)
 
 	const buyers, units, workflows = 300, 100, 50
 	cmd := exec.Command(testenv.Binary(t), "bench", "--target", api, "--users", fmt.Sprint(buyers), "--stock", fmt.Sprint(units),
 		"--start-delay", "1s", "--wait", "5m", "--redis-addr", redisURL, "--ceiling-db", fmt.Sprint(scratch),
-		"--engine-workflows", fmt.Sprint(workflows), "--json")
+		"--engine-workflows", fmt.Sprint(workflows),
+		// The order's whole life: 30 paid, 20 cancelled, 50 left to expire
+		// once the window (longer than the other phases take) has passed.
+		"--pay", "0.3", "--cancel", "0.2", "--expire", "--payment-window", "25s", "--pg", "seckill="+dbURL, "--json")
 	cmd.Env = append(cmd.Environ(), "SECKILL_JWT_SECRET="+secret)
 	out, err := cmd.Output()
 	var r bench.Result
@@ -202,6 +206,32 @@ func TestBenchMeasuresLimitsAndCPU(t *testing.T) {
 	}
 	if len(c.Unavailable) > 0 {
 		t.Errorf("cpu sources not read: %v", c.Unavailable)
+	}
+
+	// Every phase of the life measured on its own: orders/s, CPU per order
+	// by component, the database's commits and WAL, the requests' times.
+	want := []struct {
+		name   string
+		orders int
+	}{{bench.PhasePlace, units}, {bench.PhasePay, 30}, {bench.PhaseCancel, 20}, {bench.PhaseExpire, 50}}
+	if len(r.Phases) != len(want) {
+		t.Fatalf("phases %+v, want %v", r.Phases, want)
+	}
+	for i, w := range want {
+		p := r.Phases[i]
+		pg := p.Postgres["seckill"]
+		if p.Name != w.name || p.Orders != w.orders || !p.Complete || p.OrdersPerSecond <= 0 || p.LoadBefore == "" ||
+			p.CPUMsPerOrder["system"] <= 0 || p.CPUMsPerOrder["api"] <= 0 || p.CPUMsPerOrder["system"] < p.CPUMsPerOrder["api"] ||
+			pg.Commits <= 0 || pg.WALBytes <= 0 || pg.CommitsPerOrder <= 0 || pg.Cluster == "" || p.Note != "" {
+			t.Errorf("phase %d: %+v, want %s of %d orders, complete, with CPU and Postgres figures", i, p, w.name, w.orders)
+		}
+		if requests := w.name == bench.PhasePay || w.name == bench.PhaseCancel; requests != (p.Latency != nil) ||
+			requests && (p.Latency.P50 <= 0 || p.Latency.P99 < p.Latency.P50) {
+			t.Errorf("phase %s latency %+v", w.name, p.Latency)
+		}
+	}
+	if r.Paid != 30 || r.Cancelled != 20 || r.Stats.Orders["EXPIRED"] != 50 {
+		t.Errorf("paid %d, cancelled %d, expired %d; want 30, 20, 50", r.Paid, r.Cancelled, r.Stats.Orders["EXPIRED"])
 	}
 	t.Logf("http limit %.2fs (admission %.2f× its wall time, %.2f× its p99); engine %.1f workflows/s (saga %.2f× it); cpu %.2f ms a no-op workflow, %.3f ms a request, %.2f ms an order (load generator %.3f ms a request); engine %+v; admission %+v; saga %+v",
 		l.Seconds, r.AdmissionVsHTTP, r.P99VsHTTP, e.WorkflowsPerSec, r.SagaVsEngine,

@@ -25,6 +25,8 @@ type BenchCmd struct {
 	DupRate     float64       `name:"dup-rate" default:"0" help:"Fraction of buyers who send a second request."`
 	Pay         float64       `name:"pay" default:"0" help:"Fraction of accepted orders to pay."`
 	Cancel      float64       `name:"cancel" default:"0" help:"Fraction of accepted orders to cancel."`
+	Expire      bool          `name:"expire" help:"Let the orders neither paid nor cancelled expire, and measure that phase too (needs --payment-window)."`
+	PayWindow   time.Duration `name:"payment-window" help:"The sale's payment timeout (10s to 24h; default: the deployment's). With --expire, longer than placing, paying and cancelling take, so the phases do not overlap."`
 	StartDelay  time.Duration `name:"start-delay" default:"3s" help:"The sale opens this long after it is created."`
 	Wait        time.Duration `name:"wait" default:"15m" help:"How long to wait for every order's saga, and for the engine probe."`
 	Admission   bool          `name:"admission-only" help:"Stop after the purchases (overload experiments); the sagas are not awaited."`
@@ -37,6 +39,7 @@ type BenchCmd struct {
 	EngineWorkflows int `name:"engine-workflows" default:"1000" help:"No-op workflows of the engine ceiling, started by the api's engine probe before the sale (0 = not measured)."`
 
 	CPU  []string `name:"cpu" sep:"none" placeholder:"NAME=SOURCE" help:"A component whose CPU to sample, repeatable; SOURCE is an http(s) /metrics URL, redis, pid:N or comm:NAME. Default: api=<target>/metrics, redis (with --redis-addr) and postgres=comm:postgres (if running here)."`
+	PG   []string `name:"pg" sep:"none" placeholder:"NAME=URL" help:"A Postgres database whose commits and WAL each phase of the orders' life reports per order, repeatable (e.g. seckill=postgres://…/seckill, temporal=…, visibility=…); a password is better in PGPASSWORD or ~/.pgpass than on the command line."`
 	JSON bool     `name:"json" help:"Print the result as one JSON object."`
 }
 
@@ -50,7 +53,7 @@ func (c *BenchCmd) Run(ctx context.Context) error {
 	}
 	opts := bench.Options{
 		Target: c.Target, Users: c.Users, Stock: c.Stock, Concurrency: c.Concurrency,
-		DupRate: c.DupRate, Pay: c.Pay, Cancel: c.Cancel, StartDelay: c.StartDelay, Wait: c.Wait, AdmissionOnly: c.Admission, Websockets: c.Websockets,
+		DupRate: c.DupRate, Pay: c.Pay, Cancel: c.Cancel, Expire: c.Expire, PaymentWindow: c.PayWindow, StartDelay: c.StartDelay, Wait: c.Wait, AdmissionOnly: c.Admission, Websockets: c.Websockets,
 		Signer: signer, Progress: os.Stderr, NotMeasured: map[string]string{},
 	}
 	var ro *redis.Options
@@ -78,6 +81,16 @@ func (c *BenchCmd) Run(ctx context.Context) error {
 		return err
 	}
 	defer opts.CPU.Close()
+	if len(c.PG) > 0 {
+		pgs, err := bench.ParsePGSources(c.PG)
+		if err != nil {
+			return err
+		}
+		if opts.PG, err = bench.NewPGMeter(pgs); err != nil {
+			return err
+		}
+		defer opts.PG.Close()
+	}
 	if c.AcceptedOut != "" {
 		f, err := os.Create(c.AcceptedOut)
 		if err != nil {
