@@ -106,7 +106,12 @@ func start(t *testing.T, o options) *system {
 // update workflows (sale creation, admission, input decoding).
 func admissionOnly(tb testing.TB, cfg api.Config) (*api.Server, *store.Store, *auth.Signer) {
 	tb.Helper()
-	db := testenv.Store(tb)
+	return admissionOnlyOn(tb, cfg, testenv.Store(tb))
+}
+
+// admissionOnlyOn is admissionOnly over the store db (SQLite, say).
+func admissionOnlyOn(tb testing.TB, cfg api.Config, db *store.Store) (*api.Server, *store.Store, *auth.Signer) {
+	tb.Helper()
 	rdb, _ := testenv.Redis(tb)
 	signer, err := auth.NewSigner(secret)
 	if err != nil {

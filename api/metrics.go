@@ -35,6 +35,9 @@ func newMetrics(reg *prometheus.Registry, s *Server) *metrics {
 			Name: "seckill_websocket_connections", Help: "Open result websockets on this instance.",
 		}, func() float64 { return float64(s.hub.Connections()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "seckill_exports_running", Help: "Exports of a sale's orders streaming on this instance (at most --max-exports).",
+		}, func() float64 { return float64(len(s.exports)) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "seckill_relay_backlog", Help: "Admitted orders whose workflow has not started yet, over all sales (read from Redis at scrape).",
 		}, s.backlog),
 	)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"reflect"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
+	"github.com/danielgtaylor/huma/v2/adapters/humago"
 
 	"github.com/seckill/seckill/api/wire"
 	"github.com/seckill/seckill/domain"
@@ -117,12 +119,16 @@ func (s *Server) registerSaleOrders() {
 	huma.Register(s.api, huma.Operation{
 		OperationID: "export-sale-orders", Method: http.MethodGet, Path: "/v1/sales/{id}/orders/export",
 		Summary: "Export a sale's orders as CSV or NDJSON (admin)", Tags: []string{"sales"},
-		Description: "The listing's orders, all of them, streamed: read from one snapshot of the database (every row as it was when the export began), " +
-			"in constant memory however many there are. A cell of the CSV that a spreadsheet would read as a formula (it starts with =, +, -, @, a tab or a carriage return) " +
+		Description: "The listing's orders, all of them, streamed in id order in constant memory however many there are: read a page at a time, " +
+			"each page when the client has taken the one before, so the file is what a walk through the listing's pages lists (every order as it was " +
+			"when its page was read; every order that had a row when the export began and still matches the filter when the export reaches its id, once; " +
+			"an order written during the export once if the export had not passed its id, else not at all; no order twice). " +
+			"A client that takes more than 30 s over a page is cut off. An instance streams a few exports at once (4 by default): " +
+			"one more is refused with 429 `RATE_LIMITED` and `Retry-After`. A cell of the CSV that a spreadsheet would read as a formula (it starts with =, +, -, @, a tab or a carriage return) " +
 			"is prefixed with a single quote. An export that fails once it has begun is cut off: the response ends without its last chunk, which clients " +
 			"(curl among them) report as an error, so a partial file is never taken for a whole one.",
 		Security: bearer, Metadata: map[string]any{adminOnly: true},
-		Responses: s.exportResponses(s.problems(errNoToken, errAdminsOnly, errNoSale, errInvalid, errUnavailable)),
+		Responses: s.exportResponses(s.problems(errNoToken, errAdminsOnly, errNoSale, errInvalid, errTooManyExports, errUnavailable)),
 	}, s.exportSaleOrders)
 }
 
@@ -189,8 +195,18 @@ func (s *Server) exportSaleOrders(ctx context.Context, in *exportInput) (*huma.S
 			format = "ndjson"
 		}
 	}
+	// A slot per export, taken before anything is read: beyond the cap,
+	// refused at once rather than queued.
+	select {
+	case s.exports <- struct{}{}:
+	default:
+		return nil, tooManyExports()
+	}
 	return &huma.StreamResponse{Body: func(hc huma.Context) {
-		w := &exportWriter{hc: hc, format: format, saleID: saleID, view: s.orderView}
+		defer func() { <-s.exports }()
+		_, rw := humago.Unwrap(hc)
+		w := &exportWriter{hc: hc, rc: http.NewResponseController(rw), timeout: s.cfg.ExportWriteTimeout,
+			format: format, saleID: saleID, view: s.orderView}
 		s.yieldToPurchases(hc.Context())
 		err := s.deps.Store.ExportSaleOrders(hc.Context(), saleID, f, exportPage, func(rows []*ent.Order) error {
 			if err := w.page(rows); err != nil {
@@ -206,21 +222,45 @@ func (s *Server) exportSaleOrders(ctx context.Context, in *exportInput) (*huma.S
 			return
 		}
 		if !w.started {
+			_ = w.deadline() // the problem too is the client's to take in time
 			writeStreamProblem(hc, err)
 			return
 		}
 		// Headers and rows are out: cut the response off so the client
 		// sees a broken transfer rather than a file that looks whole.
+		slog.InfoContext(hc.Context(), "export cut off", "sale_id", saleID, "err", err)
 		panic(http.ErrAbortHandler)
 	}}, nil
+}
+
+// exportRetry is the Retry-After of an export refused for the cap: an
+// export of a large sale takes seconds.
+const exportRetry = 5 * time.Second
+
+// errTooManyExports documents the refusal beyond Config.MaxExports.
+var errTooManyExports = func() problemExample {
+	e := example("too-many-exports", "As many exports as this instance streams at once are running: retry after `Retry-After` seconds",
+		http.StatusTooManyRequests, wire.CodeRateLimited, "too many exports running; retry after "+strconv.Itoa(retrySeconds(exportRetry))+"s")
+	e.header = "Retry-After"
+	return e
+}()
+
+func tooManyExports() error {
+	return huma.ErrorWithHeaders(
+		problem(http.StatusTooManyRequests, wire.CodeRateLimited, errTooManyExports.p.Detail),
+		http.Header{"Retry-After": {strconv.Itoa(retrySeconds(exportRetry))}})
 }
 
 // csvHeader names the export's CSV columns.
 var csvHeader = []string{"order_id", "sale_id", "buyer", "status", "amount_cents", "admitted_at", "paid_at", "updated_at", "reason", "workflow_id", "workflow_url"}
 
-// exportWriter writes pages of orders as CSV or NDJSON, flushing each.
+// exportWriter writes pages of orders as CSV or NDJSON, flushing each
+// within a write deadline.
 type exportWriter struct {
-	hc      huma.Context
+	hc huma.Context
+	rc *http.ResponseController
+	// timeout is how long the client has to take a page.
+	timeout time.Duration
 	format  string
 	saleID  int64
 	view    func(orders.Order) wire.Order
@@ -249,6 +289,9 @@ func (w *exportWriter) start() error {
 }
 
 func (w *exportWriter) page(rows []*ent.Order) error {
+	if err := w.deadline(); err != nil {
+		return err
+	}
 	if err := w.begin(); err != nil {
 		return err
 	}
@@ -269,10 +312,25 @@ func (w *exportWriter) page(rows []*ent.Order) error {
 
 // finish writes what an export of no order still has: the CSV header.
 func (w *exportWriter) finish() error {
+	if err := w.deadline(); err != nil {
+		return err
+	}
 	if err := w.begin(); err != nil {
 		return err
 	}
 	return w.flush()
+}
+
+// deadline gives the client w.timeout from now to take what is written
+// next. A client that stops reading fails the write then, and the export
+// ends, instead of holding its slot, its goroutine and its connection for
+// as long as it likes. (The server resets the deadline once the response
+// is done, for the connection's next request.)
+func (w *exportWriter) deadline() error {
+	if err := w.rc.SetWriteDeadline(time.Now().Add(w.timeout)); err != nil {
+		return fmt.Errorf("set the export's write deadline: %w", err)
+	}
+	return nil
 }
 
 // begin starts the response, once.

@@ -53,6 +53,15 @@ type Config struct {
 	// MaxInFlight bounds purchases being processed at once; beyond it the
 	// api answers 503 at once instead of queueing without bound. Default 512.
 	MaxInFlight int
+	// MaxExports bounds the exports streaming at once on this instance;
+	// beyond it an export answers 429 with Retry-After. Each holds a
+	// connection to its client and reads the database a page at a time.
+	// Default 4.
+	MaxExports int
+	// ExportWriteTimeout bounds how long an export waits for its client to
+	// take a page (the page written and flushed); a client that takes
+	// longer is cut off, and its export ends. Default 30s.
+	ExportWriteTimeout time.Duration
 	// SoldOutTTL bounds how long the local sold-out flag of a sale is
 	// trusted without a restock event.
 	SoldOutTTL time.Duration
@@ -93,6 +102,12 @@ func (c *Config) withDefaults() {
 	if c.MaxInFlight <= 0 {
 		c.MaxInFlight = 512
 	}
+	if c.MaxExports <= 0 {
+		c.MaxExports = 4
+	}
+	if c.ExportWriteTimeout <= 0 {
+		c.ExportWriteTimeout = 30 * time.Second
+	}
 	if c.SoldOutTTL == 0 {
 		c.SoldOutTTL = 2 * time.Second
 	}
@@ -130,6 +145,8 @@ type Server struct {
 	orders  *orders.Service
 	// inFlight holds a token per purchase being processed.
 	inFlight chan struct{}
+	// exports holds a token per export streaming (saleorders.go).
+	exports chan struct{}
 	// lastPurchase is when the last purchase was let in (Unix ns): bulk
 	// reads yield to a wave that is still coming (saleorders.go).
 	lastPurchase atomic.Int64
@@ -162,6 +179,7 @@ func New(cfg Config, deps Deps) *Server {
 	}
 	s.cancels = newCancellations()
 	s.inFlight = make(chan struct{}, cfg.MaxInFlight)
+	s.exports = make(chan struct{}, cfg.MaxExports)
 	if cfg.Relay.Busy == nil {
 		// The relay holds its starts back while purchases are in flight
 		// here (for at most Relay.MaxYield): admission first.

@@ -55,24 +55,28 @@ func saleOrders(ctx context.Context, c *ent.OrderClient, saleID int64, f SaleOrd
 }
 
 // ExportSaleOrders hands the sale's orders to emit, in id order, a page of
-// at most pageSize at a time, all read in one transaction that sees a
-// single instant (readSnapshot): the export is consistent however long the
-// reader takes, and holds one page in memory. An error from emit stops the
-// export and is returned. It returns domain.ErrUnknownSale first if there
-// is no such sale.
+// at most pageSize at a time. Each page is its own short query by key (the
+// rows past the last id handed out), and nothing is held while emit runs:
+// no transaction, no snapshot, no connection. An export to a client that
+// reads slowly, or not at all, then takes no connection from the pool (the
+// only one, on SQLite) and keeps no snapshot that vacuum must wait for.
+//
+// What the pages add up to is what a walk of SaleOrders lists: every row
+// as it was when its page was read; every order that had a row when the
+// export began and still matches f when the export reaches its id, once;
+// an order written during the export once if the export had not passed its
+// id yet, else not at all; no order twice. It holds one page in memory. An
+// error from emit stops the export and is returned. It returns
+// domain.ErrUnknownSale first if there is no such sale.
 func (s *Store) ExportSaleOrders(ctx context.Context, saleID int64, f SaleOrderFilter, pageSize int, emit func([]*ent.Order) error) error {
-	tx, err := s.readSnapshot(ctx)
-	if err != nil {
-		return fmt.Errorf("export of sale %d: %w", saleID, err)
-	}
-	defer func() { _ = tx.Rollback() }()
-	if ok, err := tx.Sale.Query().Where(sale.ID(saleID)).Exist(ctx); err != nil {
+	if ok, err := s.db.Sale.Query().Where(sale.ID(saleID)).Exist(ctx); err != nil {
 		return fmt.Errorf("export of sale %d: %w", saleID, err)
 	} else if !ok {
 		return domain.ErrUnknownSale
 	}
 	for after := int64(0); ; {
-		page, err := saleOrders(ctx, tx.Order, saleID, f, after, pageSize)
+		// All reads the page and gives its connection back before emit.
+		page, err := saleOrders(ctx, s.db.Order, saleID, f, after, pageSize)
 		if err != nil {
 			return err
 		}
@@ -91,7 +95,9 @@ func (s *Store) ExportSaleOrders(ctx context.Context, saleID int64, f SaleOrderF
 // readSnapshot begins a read-only transaction whose reads all see one
 // instant: REPEATABLE READ on Postgres (READ COMMITTED would let each query
 // see later commits); SQLite's transactions are serializable already.
-// Rolling it back ends it.
+// Rolling it back ends it. It is for short reads only (SaleSnapshot): a
+// transaction held open holds a connection and, on Postgres, a snapshot
+// that keeps vacuum from every row changed since it began.
 func (s *Store) readSnapshot(ctx context.Context) (*ent.Tx, error) {
 	if s.dialect == dialectPostgres {
 		return s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})

@@ -41,6 +41,7 @@ type APIFlags struct {
 	IPRate         int      `name:"ip-rate" env:"SECKILL_IP_RATE" default:"0" help:"Purchases and websocket connects per second per client address (0 = no limit; behind a proxy set --trusted-proxies)."`
 	TrustedProxies []string `name:"trusted-proxies" env:"SECKILL_TRUSTED_PROXIES" sep:"," help:"CIDRs of proxies whose X-Forwarded-For names the client (comma-separated)."`
 	MaxInFlight    int      `name:"max-in-flight" env:"SECKILL_MAX_IN_FLIGHT" default:"512" help:"Purchases processed at once; beyond it the api answers 503 at once."`
+	MaxExports     int      `name:"max-exports" env:"SECKILL_MAX_EXPORTS" default:"4" help:"Exports of a sale's orders streaming at once on this instance; beyond it an export answers 429 with Retry-After (0 = the default)."`
 	RelayFlags
 	RelayYield    time.Duration `name:"relay-yield" env:"SECKILL_RELAY_YIELD" default:"15s" help:"How long the relay may hold workflow starts back while purchases are in flight (admission first; 0 = never)."`
 	TemporalUIURL string        `name:"temporal-ui-url" env:"SECKILL_TEMPORAL_UI_URL" help:"Base URL of the Temporal Web UI, for links from orders to their workflow (dev: the embedded UI)."`
@@ -70,7 +71,7 @@ func (f APIFlags) config(devTokens bool) (api.Config, error) {
 		proxies = append(proxies, prefix)
 	}
 	return api.Config{
-		IPRate: noLimitIfZero(f.IPRate), TrustedProxies: proxies, MaxInFlight: f.MaxInFlight,
+		IPRate: noLimitIfZero(f.IPRate), TrustedProxies: proxies, MaxInFlight: f.MaxInFlight, MaxExports: f.MaxExports,
 		UserRate: noLimitIfZero(f.UserRate), SaleRate: noLimitIfZero(f.SaleRate), WSConnectRate: noLimitIfZero(f.WSConnectRate),
 		AllowedOrigins: f.AllowedOrigins,
 		DevTokens:      devTokens, TemporalUIURL: f.TemporalUIURL,
