@@ -116,3 +116,34 @@ func TestDevStopKeepsAdmittedOrders(t *testing.T) {
 		t.Fatalf("after the restart remaining = %d (%v), want 4", s.Remaining, err)
 	}
 }
+
+// Two `seckill dev` on one data directory would share the embedded
+// Temporal's database and take its shard from each other: the second
+// refuses to start, naming the first.
+func TestDevDataDirIsLocked(t *testing.T) {
+	testenv.RedisAddr(t)
+	dir := t.TempDir()
+	port := testenv.FreePort(t)
+	first := run(t, "dev-1", []string{"SECKILL_JWT_SECRET=" + secret}, "dev", "--data-dir", dir, "--seed-stock=0",
+		"--http-addr", fmt.Sprintf("127.0.0.1:%d", port), "--temporal-port=0", "--ui-port=-1")
+	waitReady(t, fmt.Sprintf("http://127.0.0.1:%d/readyz", port), 60*time.Second)
+
+	second := run(t, "dev-2", []string{"SECKILL_JWT_SECRET=" + secret}, "dev", "--data-dir", dir, "--seed-stock=0",
+		"--http-addr", fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)), "--temporal-port=0", "--ui-port=-1")
+	testenv.Eventually(t, time.Minute, func() error {
+		if !second.Exited() {
+			return errors.New("a second dev on the same data directory is running")
+		}
+		return nil
+	})
+	if code := second.ExitCode(); code == 0 {
+		t.Fatal("a second dev on the same data directory exited 0")
+	}
+	want := fmt.Sprintf("another seckill dev (pid %d) is using the data directory", first.Pid())
+	if !strings.Contains(second.Output(), want) || !strings.Contains(second.Output(), "--data-dir") {
+		t.Fatalf("the second dev's refusal does not name the first (%q):\n%s", want, second.Output())
+	}
+	if first.Exited() {
+		t.Fatal("the first dev stopped")
+	}
+}

@@ -58,6 +58,11 @@ func (c *DevCmd) Run(ctx context.Context) error {
 		if err := os.MkdirAll(c.DataDir, 0o755); err != nil {
 			return fmt.Errorf("data dir: %w", err)
 		}
+		unlock, err := lockDataDir(c.DataDir)
+		if err != nil {
+			return err
+		}
+		defer unlock()
 	}
 
 	// The process has one sticky cache, made by its first worker: the
