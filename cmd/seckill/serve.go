@@ -90,7 +90,7 @@ type ServeCmd struct {
 	Services
 	AuthFlags
 	APIFlags `set:"http_addr=:8080"`
-	Relay bool `name:"relay" env:"SECKILL_RELAY" default:"true" help:"Run a relay in this instance; --relay=false where workers run the relays (seckill worker --relay), so that starts are eager."`
+	Relay    bool `name:"relay" env:"SECKILL_RELAY" default:"true" help:"Run a relay in this instance; --relay=false where workers run the relays (seckill worker --relay), so that starts are eager."`
 }
 
 func (c *ServeCmd) Run(ctx context.Context) error {
