@@ -157,8 +157,8 @@ func (c *DevCmd) Run(ctx context.Context) error {
 
 	return serveHTTP(ctx, c.HTTPAddr, srv.Handler(), func(addr net.Addr) {
 		base := "http://" + hostPort(addr)
-		buyer, _ := signer.Mint("demo-buyer", auth.RoleBuyer, 24*time.Hour)
-		admin, _ := signer.Mint("demo-admin", auth.RoleAdmin, 24*time.Hour)
+		buyer, _ := signer.Mint("demo-buyer", auth.RoleBuyer, auth.MaxTTL(auth.RoleBuyer))
+		admin, _ := signer.Mint("demo-admin", auth.RoleAdmin, auth.MaxTTL(auth.RoleAdmin))
 		var b strings.Builder
 		fmt.Fprintf(&b, "\nseckill dev is ready (%.1fs)\n\n", time.Since(started).Seconds())
 		fmt.Fprintf(&b, "  Demo page      %s/\n", base)
