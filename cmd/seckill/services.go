@@ -20,6 +20,7 @@ import (
 	"go.temporal.io/sdk/interceptor"
 	sdklog "go.temporal.io/sdk/log"
 
+	"github.com/seckill/seckill/internal/redact"
 	"github.com/seckill/seckill/internal/redisconf"
 	"github.com/seckill/seckill/internal/temporalconf"
 	"github.com/seckill/seckill/push"
@@ -181,7 +182,7 @@ func (s Services) connect(ctx context.Context, needTemporal bool, tp trace.Trace
 		}
 		if err != nil {
 			d.Close()
-			return nil, fmt.Errorf("temporal client: %w", err)
+			return nil, redact.Error(fmt.Errorf("temporal client: %w", err), s.TemporalAddress)
 		}
 	}
 	return d, nil
