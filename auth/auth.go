@@ -126,11 +126,12 @@ func RandomSecret() string {
 	return hex.EncodeToString(b)
 }
 
-// ErrTTL is returned by Mint for a lifetime outside (0, MaxTTL(role)].
+// ErrTTL is returned by Mint for a lifetime over MaxTTL(role).
 var ErrTTL = errors.New("token lifetime out of range")
 
 // Mint returns a token for user with role, valid for ttl (at most
-// MaxTTL(role)).
+// MaxTTL(role); a ttl of 0 or less mints an expired token, which tests
+// use).
 func (s *Signer) Mint(user, role string, ttl time.Duration) (string, error) {
 	if user == "" || len(user) > 128 {
 		return "", errors.New("user id must be 1 to 128 characters")
@@ -138,8 +139,8 @@ func (s *Signer) Mint(user, role string, ttl time.Duration) (string, error) {
 	if role != RoleBuyer && role != RoleAdmin {
 		return "", fmt.Errorf("role must be %s or %s", RoleBuyer, RoleAdmin)
 	}
-	if ttl <= 0 || ttl > MaxTTL(role) {
-		return "", fmt.Errorf("%w: an %s token lives more than 0 and at most %v, not %v", ErrTTL, role, MaxTTL(role), ttl)
+	if ttl > MaxTTL(role) {
+		return "", fmt.Errorf("%w: %v for a token of role %s, which lives at most %v", ErrTTL, ttl, role, MaxTTL(role))
 	}
 	now := s.now()
 	claims := Claims{Role: role, RegisteredClaims: jwt.RegisteredClaims{

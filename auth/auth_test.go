@@ -72,8 +72,6 @@ func TestTokenLifetimeBounded(t *testing.T) {
 		{RoleAdmin, 12 * time.Hour, true},
 		{RoleAdmin, 12*time.Hour + time.Second, false},
 		{RoleBuyer, 100 * 365 * 24 * time.Hour, false},
-		{RoleBuyer, 0, false},
-		{RoleBuyer, -time.Hour, false},
 	} {
 		tok, err := s.Mint("dave", c.role, c.ttl)
 		if c.ok && err != nil {
