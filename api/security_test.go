@@ -3,6 +3,7 @@ package api_test
 import (
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"strings"
 	"sync"
@@ -43,6 +44,30 @@ func TestAuthentication(t *testing.T) {
 	}
 	if r := s.do("GET", "/v1/sales", "", nil); r.status != http.StatusOK {
 		t.Fatalf("listing sales is public: %d", r.status)
+	}
+}
+
+// The api's handler, which a proxy publishes, serves no /metrics: a scrape
+// reads Redis once per live sale (the relay backlog), and the series
+// describe the system. The registry still holds them, for the binary's
+// internal listener.
+func TestMetricsAreNotOnThePublicHandler(t *testing.T) {
+	srv, _, _ := admissionOnly(t, api.Config{})
+	rec := httptest.NewRecorder()
+	srv.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if rec.Code != http.StatusNotFound {
+		t.Fatalf("GET /metrics on the api handler: %d %.200s, want 404", rec.Code, rec.Body)
+	}
+	families, err := srv.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, f := range families {
+		found = found || f.GetName() == "seckill_relay_backlog"
+	}
+	if !found {
+		t.Fatal("the registry lacks the api's series (seckill_relay_backlog)")
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 type BenchCmd struct {
 	AuthFlags
 	Target      string        `name:"target" env:"SECKILL_API" default:"http://127.0.0.1:8080" help:"Base URL of the api."`
+	MetricsURL  string        `name:"metrics-url" env:"SECKILL_API_METRICS_URL" default:"http://127.0.0.1:9091/metrics" help:"The api's /metrics, on its --metrics-addr (not on --target), for its memory and CPU; empty = not measured. The default is seckill dev's."`
 	Users       int           `name:"users" default:"30000" help:"Buyers."`
 	Stock       int           `name:"stock" default:"20000" help:"Units on sale."`
 	Concurrency int           `name:"concurrency" default:"64" help:"Requests in flight."`
@@ -36,7 +37,7 @@ type BenchCmd struct {
 
 	EngineWorkflows int `name:"engine-workflows" default:"1000" help:"No-op workflows of the engine ceiling, started by the api's engine probe before the sale (0 = not measured)."`
 
-	CPU  []string `name:"cpu" sep:"none" placeholder:"NAME=SOURCE" help:"A component whose CPU to sample, repeatable; SOURCE is an http(s) /metrics URL, redis, pid:N or comm:NAME. Default: api=<target>/metrics, redis (with --redis-addr) and postgres=comm:postgres (if running here)."`
+	CPU  []string `name:"cpu" sep:"none" placeholder:"NAME=SOURCE" help:"A component whose CPU to sample, repeatable; SOURCE is an http(s) /metrics URL, redis, pid:N or comm:NAME. Default: api=<metrics-url>, redis (with --redis-addr) and postgres=comm:postgres (if running here)."`
 	JSON bool     `name:"json" help:"Print the result as one JSON object."`
 }
 
@@ -49,7 +50,7 @@ func (c *BenchCmd) Run(ctx context.Context) error {
 		return c.verify(ctx, signer)
 	}
 	opts := bench.Options{
-		Target: c.Target, Users: c.Users, Stock: c.Stock, Concurrency: c.Concurrency,
+		Target: c.Target, MetricsURL: c.MetricsURL, Users: c.Users, Stock: c.Stock, Concurrency: c.Concurrency,
 		DupRate: c.DupRate, Pay: c.Pay, Cancel: c.Cancel, StartDelay: c.StartDelay, Wait: c.Wait, AdmissionOnly: c.Admission, Websockets: c.Websockets,
 		Signer: signer, Progress: os.Stderr, NotMeasured: map[string]string{},
 	}
@@ -68,7 +69,7 @@ func (c *BenchCmd) Run(ctx context.Context) error {
 	} else {
 		opts.NotMeasured["engine_ceiling"] = "--engine-workflows 0"
 	}
-	sources := bench.DefaultCPUSources(c.Target, ro != nil)
+	sources := bench.DefaultCPUSources(c.MetricsURL, ro != nil)
 	if len(c.CPU) > 0 {
 		if sources, err = bench.ParseCPUSources(c.CPU); err != nil {
 			return err

@@ -16,6 +16,7 @@ import (
 	"github.com/seckill/seckill/activities"
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/devstack"
+	"github.com/seckill/seckill/internal/redact"
 	"github.com/seckill/seckill/store"
 	"github.com/seckill/seckill/web"
 	"github.com/seckill/seckill/worker"
@@ -39,13 +40,14 @@ type DevCmd struct {
 	UIPort            int    `name:"ui-port" env:"SECKILL_UI_PORT" default:"8233" help:"Port of the embedded Temporal Web UI (0 = any free port)."`
 	DataDir           string `name:"data-dir" env:"SECKILL_DATA_DIR" default:".seckill" help:"Where the embedded database and Temporal keep their state."`
 	Memory            bool   `name:"memory" help:"Keep nothing on disk (the embedded database and Temporal in memory)."`
+	MetricsAddr       string `name:"metrics-addr" env:"SECKILL_METRICS_ADDR" default:"127.0.0.1:9091" help:"Where the process serves /metrics (loopback by default; empty = nowhere)."`
 	SeedStock         int    `name:"seed-stock" default:"100" help:"Units of the demo sale seeded at start (0 = no demo sale)."`
 	Verbose           bool   `name:"verbose" help:"Log the embedded Temporal server at info level instead of warn."`
 }
 
 func (c *DevCmd) Run(ctx context.Context) error {
 	started := time.Now()
-	if c.JWTSecret == "" {
+	if !c.AuthFlags.set() {
 		c.JWTSecret = auth.RandomSecret() // tokens printed below are valid until the next start
 	}
 	signer, err := c.signer()
@@ -154,6 +156,7 @@ func (c *DevCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	metricsAddr := serveMetrics(ctx, c.MetricsAddr, d.registry)
 
 	return serveHTTP(ctx, c.HTTPAddr, srv.Handler(), func(addr net.Addr) {
 		base := "http://" + hostPort(addr)
@@ -169,7 +172,10 @@ func (c *DevCmd) Run(ctx context.Context) error {
 			fmt.Fprintf(&b, "  Temporal UI    %s/namespaces/%s/workflows\n", temporalUI, c.TemporalNamespace)
 		}
 		fmt.Fprintf(&b, "  Temporal       %s\n", svc.TemporalAddress)
-		fmt.Fprintf(&b, "  Redis          %s\n", svc.RedisAddr)
+		fmt.Fprintf(&b, "  Redis          %s\n", redact.URL(svc.RedisAddr))
+		if metricsAddr != nil {
+			fmt.Fprintf(&b, "  Metrics        http://%s/metrics\n", hostPort(metricsAddr))
+		}
 		if demo != "" {
 			fmt.Fprintf(&b, "  Demo sale      %s\n", demo)
 		}
