@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
 	"github.com/gorilla/websocket"
 
 	"github.com/seckill/seckill/api"
@@ -68,6 +70,29 @@ func TestMetricsAreNotOnThePublicHandler(t *testing.T) {
 	}
 	if !found {
 		t.Fatal("the registry lacks the api's series (seckill_relay_backlog)")
+	}
+}
+
+// Dev mode's token operation mints within the lifetimes seckill token
+// keeps to: a day for a buyer, 12 hours for an admin.
+func TestDevTokensAreBounded(t *testing.T) {
+	srv, _, signer := admissionOnly(t, api.Config{DevTokens: true})
+	for role, want := range map[string]time.Duration{auth.RoleBuyer: 24 * time.Hour, auth.RoleAdmin: 12 * time.Hour} {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodPost, "/v1/dev/token", strings.NewReader(`{"user_id":"dev-1","role":"`+role+`"}`))
+		req.Header.Set("Content-Type", "application/json")
+		srv.Handler().ServeHTTP(rec, req)
+		var body struct{ Token string }
+		if rec.Code != http.StatusOK || json.Unmarshal(rec.Body.Bytes(), &body) != nil {
+			t.Fatalf("%s: %d %s", role, rec.Code, rec.Body)
+		}
+		if _, err := signer.Verify(body.Token); err != nil {
+			t.Fatalf("%s: the dev token does not verify: %v", role, err)
+		}
+		var c auth.Claims
+		if _, _, err := jwt.NewParser().ParseUnverified(body.Token, &c); err != nil || c.ExpiresAt.Sub(c.IssuedAt.Time) != want {
+			t.Errorf("%s: a dev token lives %v (%v), want %v", role, c.ExpiresAt.Sub(c.IssuedAt.Time), err, want)
+		}
 	}
 }
 

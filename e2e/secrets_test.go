@@ -85,6 +85,10 @@ func TestPasswordsStayOutOfErrorsAndLogs(t *testing.T) {
 			if strings.Contains(out, pw) {
 				t.Fatalf("the password is in the output:\n%s", out)
 			}
+			// A URL with a password on the command line is in ps too.
+			if onCommandLine := strings.Contains(strings.Join(c.args, " "), pw); strings.Contains(out, "given on the command line") != onCommandLine {
+				t.Fatalf("warning that the password shows in ps: want %v:\n%s", onCommandLine, out)
+			}
 		})
 	}
 }

@@ -32,7 +32,7 @@ type BenchCmd struct {
 	AcceptedOut string        `name:"accepted-out" type:"path" help:"Write every purchase answered 202 (sale, order and buyer ids, one JSON object a line) here, for a later --verify."`
 	Verify      string        `name:"verify" type:"existingfile" help:"Run no sale: read a file of --accepted-out and check that the api has an order for every 202 in it (exit 1 on a lost one)."`
 	Websockets  int           `name:"websockets" default:"0" help:"Hold this many idle buyer websockets open through the run and report what they cost the api's memory."`
-	RedisAddr   string        `name:"redis-addr" env:"REDIS_ADDR" help:"The system's Redis, to measure the bare reserve.lua ceiling and the HTTP limit on it (optional)."`
+	RedisAddr   string        `name:"redis-addr" env:"REDIS_ADDR" secret:"url" help:"The system's Redis, to measure the bare reserve.lua ceiling and the HTTP limit on it (optional)."`
 	CeilingDB   int           `name:"ceiling-db" default:"15" help:"Redis database for the scratch sales of the ceiling and the HTTP limit."`
 
 	EngineWorkflows int `name:"engine-workflows" default:"1000" help:"No-op workflows of the engine ceiling, started by the api's engine probe before the sale (0 = not measured)."`

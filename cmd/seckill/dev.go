@@ -32,8 +32,8 @@ type DevCmd struct {
 	APIFlags `embed:""`
 	CacheFlags
 
-	DatabaseURL       string `name:"database-url" env:"DATABASE_URL" help:"Use this database instead of the embedded one."`
-	RedisAddr         string `name:"redis-addr" env:"REDIS_ADDR" help:"Use this Redis instead of the in-process one."`
+	DatabaseURL       string `name:"database-url" env:"DATABASE_URL" secret:"url" help:"Use this database instead of the embedded one."`
+	RedisAddr         string `name:"redis-addr" env:"REDIS_ADDR" secret:"url" help:"Use this Redis instead of the in-process one."`
 	TemporalAddress   string `name:"temporal-address" env:"TEMPORAL_ADDRESS" help:"Use this Temporal instead of the embedded one."`
 	TemporalNamespace string `name:"temporal-namespace" env:"TEMPORAL_NAMESPACE" default:"default" help:"Temporal namespace."`
 	TemporalPort      int    `name:"temporal-port" env:"SECKILL_TEMPORAL_PORT" default:"7233" help:"Port of the embedded Temporal frontend (0 = any free port)."`

@@ -18,6 +18,7 @@ import (
 	"github.com/alecthomas/kong"
 
 	"github.com/seckill/seckill/fault"
+	"github.com/seckill/seckill/internal/redact"
 )
 
 // CLI is every command, flag and environment variable of seckill. It is the
@@ -77,15 +78,21 @@ func main() {
 
 // warnSecretsOnCommandLine warns of each flag tagged secret that was given
 // on the command line, where ps and /proc/PID/cmdline show it to every user
-// of the host, rather than in the environment or a file. Kong marks the
-// flags it filled from the environment as resolved, and only those given
-// as arguments as not.
+// of the host, rather than in the environment or a file: a secret flag
+// (secret:""), or a URL flag whose value holds a password (secret:"url").
+// Kong marks the flags it filled from the environment as resolved, and
+// only those given as arguments as not.
 func warnSecretsOnCommandLine(kctx *kong.Context) {
 	for _, p := range kctx.Path {
 		if p.Flag == nil || p.Resolved || !p.Flag.Tag.Has("secret") {
 			continue
 		}
-		slog.Warn("a secret was given on the command line, where ps shows it to every user of this host: pass it in the environment or a file instead",
+		if p.Flag.Tag.Get("secret") == "url" {
+			if v, _ := kctx.FlagValue(p.Flag).(string); len(redact.Passwords(v)) == 0 {
+				continue
+			}
+		}
+		slog.Warn("a secret was given on the command line, where ps shows it to every user of this host: pass it in the environment instead",
 			"flag", "--"+p.Flag.Name, "env", strings.Join(p.Flag.Envs, ","))
 	}
 }
