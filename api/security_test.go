@@ -1,14 +1,17 @@
 package api_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
 	"github.com/gorilla/websocket"
 
 	"github.com/seckill/seckill/api"
@@ -43,6 +46,53 @@ func TestAuthentication(t *testing.T) {
 	}
 	if r := s.do("GET", "/v1/sales", "", nil); r.status != http.StatusOK {
 		t.Fatalf("listing sales is public: %d", r.status)
+	}
+}
+
+// The api's handler, which a proxy publishes, serves no /metrics: a scrape
+// reads Redis once per live sale (the relay backlog), and the series
+// describe the system. The registry still holds them, for the binary's
+// internal listener.
+func TestMetricsAreNotOnThePublicHandler(t *testing.T) {
+	srv, _, _ := admissionOnly(t, api.Config{})
+	rec := httptest.NewRecorder()
+	srv.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if rec.Code != http.StatusNotFound {
+		t.Fatalf("GET /metrics on the api handler: %d %.200s, want 404", rec.Code, rec.Body)
+	}
+	families, err := srv.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, f := range families {
+		found = found || f.GetName() == "seckill_relay_backlog"
+	}
+	if !found {
+		t.Fatal("the registry lacks the api's series (seckill_relay_backlog)")
+	}
+}
+
+// Dev mode's token operation mints within the lifetimes seckill token
+// keeps to: a day for a buyer, 12 hours for an admin.
+func TestDevTokensAreBounded(t *testing.T) {
+	srv, _, signer := admissionOnly(t, api.Config{DevTokens: true})
+	for role, want := range map[string]time.Duration{auth.RoleBuyer: 24 * time.Hour, auth.RoleAdmin: 12 * time.Hour} {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodPost, "/v1/dev/token", strings.NewReader(`{"user_id":"dev-1","role":"`+role+`"}`))
+		req.Header.Set("Content-Type", "application/json")
+		srv.Handler().ServeHTTP(rec, req)
+		var body struct{ Token string }
+		if rec.Code != http.StatusOK || json.Unmarshal(rec.Body.Bytes(), &body) != nil {
+			t.Fatalf("%s: %d %s", role, rec.Code, rec.Body)
+		}
+		if _, err := signer.Verify(body.Token); err != nil {
+			t.Fatalf("%s: the dev token does not verify: %v", role, err)
+		}
+		var c auth.Claims
+		if _, _, err := jwt.NewParser().ParseUnverified(body.Token, &c); err != nil || c.ExpiresAt.Sub(c.IssuedAt.Time) != want {
+			t.Errorf("%s: a dev token lives %v (%v), want %v", role, c.ExpiresAt.Sub(c.IssuedAt.Time), err, want)
+		}
 	}
 }
 

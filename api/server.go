@@ -1,7 +1,8 @@
 // Package api is seckill's public face: the REST API under /v1 (huma v2,
-// OpenAPI 3.1, problem+json errors), the websocket result channel, health
-// checks and metrics. Every api instance also runs a relay, which turns
-// admitted orders into workflows.
+// OpenAPI 3.1, problem+json errors), the websocket result channel and
+// health checks. Its metrics are in Registry, which the binary serves on
+// an internal listener, never on the public handler. Every api instance
+// also runs a relay, which turns admitted orders into workflows.
 package api
 
 import (
@@ -17,7 +18,6 @@ import (
 	"github.com/danielgtaylor/huma/v2/adapters/humago"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
@@ -123,8 +123,9 @@ type Deps struct {
 	Temporal client.Client
 	Signer   *auth.Signer
 	IDs      *orderid.Generator
-	// Registry gets the api's metrics and is served at /metrics; the
-	// process adds its own (Temporal SDK, pools, worker). Nil: a new one.
+	// Registry gets the api's metrics; the process adds its own
+	// (Temporal SDK, pools, worker) and serves it at /metrics on its
+	// internal listener (--metrics-addr). Nil: a new one.
 	Registry *prometheus.Registry
 	// Tracing, if set, traces requests (otelhttp), the reservation of each
 	// purchase and the relay's workflow starts; Temporal should then carry
@@ -217,16 +218,20 @@ func New(cfg Config, deps Deps) *Server {
 		s.registerDevTokens()
 	}
 	s.mux.HandleFunc("GET /v1/ws", s.serveWS)
-	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}))
+	// No /metrics here: the handler is what a proxy publishes, and a
+	// scrape costs Redis a read per live sale (the relay backlog), so
+	// anyone could make the api read Redis at will; the series also
+	// describe the system to whoever asks. The binary serves Registry on
+	// its own listener.
 	s.handler = s.mux
 	if deps.Tracing != nil {
 		s.handler = otelhttp.NewHandler(s.mux, "seckill-api",
 			otelhttp.WithTracerProvider(deps.Tracing),
 			otelhttp.WithPropagators(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})),
-			// Scrapes and probes would bury the orders.
+			// Probes would bury the orders.
 			otelhttp.WithFilter(func(r *http.Request) bool {
 				switch r.URL.Path {
-				case "/metrics", "/healthz", "/readyz":
+				case "/healthz", "/readyz":
 					return false
 				}
 				return true
@@ -251,7 +256,7 @@ func (s *Server) Mux() *http.ServeMux { return s.mux }
 func (s *Server) OpenAPI() *huma.OpenAPI { return s.api.OpenAPI() }
 
 // Registry is where the api's metrics live; the binary adds the Temporal
-// SDK's and the worker's to it.
+// SDK's and the worker's to it, and serves it on its internal listener.
 func (s *Server) Registry() *prometheus.Registry { return s.reg }
 
 // Relay is the relay this instance runs; nil with Config.NoRelay.

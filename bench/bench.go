@@ -21,6 +21,7 @@ import (
 // Options describe one run.
 type Options struct {
 	Target      string  // api base URL
+	MetricsURL  string  // the api's /metrics (on its --metrics-addr), for its memory; "" = not measured
 	Users       int     // buyers
 	Stock       int     // units on sale
 	Concurrency int     // requests in flight
@@ -163,6 +164,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	c := newTarget(o.Target, o.Concurrency)
+	c.metrics = o.MetricsURL
 	r := &Result{Target: o.Target, Users: o.Users, Stock: o.Stock, Concurrency: o.Concurrency,
 		Cores: runtime.NumCPU(), LoadBefore: loadAverage(), Outcomes: map[string]int{}, NotMeasured: o.NotMeasured}
 	admin, err := o.Signer.Mint("bench-admin", auth.RoleAdmin, 2*time.Hour)

@@ -106,11 +106,13 @@ func ParseCPUSources(flags []string) ([]CPUSource, error) {
 }
 
 // DefaultCPUSources are the sources used when no --cpu is given: the api's
-// /metrics, Redis when its address is known, and the local postgres
-// processes if there are any.
-func DefaultCPUSources(target string, withRedis bool) []CPUSource {
-	out := []CPUSource{{Name: "api", Spec: strings.TrimRight(target, "/") + "/metrics", kind: cpuMetrics}}
-	out[0].arg = out[0].Spec
+// /metrics (its internal listener's, if known), Redis when its address is
+// known, and the local postgres processes if there are any.
+func DefaultCPUSources(apiMetrics string, withRedis bool) []CPUSource {
+	var out []CPUSource
+	if apiMetrics != "" {
+		out = append(out, CPUSource{Name: "api", Spec: apiMetrics, kind: cpuMetrics, arg: apiMetrics})
+	}
 	if withRedis {
 		out = append(out, CPUSource{Name: "redis", Spec: "redis", kind: cpuRedis})
 	}

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -26,7 +27,10 @@ type Memory struct {
 
 // rss reads the api's resident memory in MiB from /metrics.
 func (c *target) rss(ctx context.Context) (float64, error) {
-	b, err := scrape(ctx, c.http, c.base+"/metrics", "process_resident_memory_bytes")
+	if c.metrics == "" {
+		return 0, errors.New("no --metrics-url")
+	}
+	b, err := scrape(ctx, c.http, c.metrics, "process_resident_memory_bytes")
 	return b / (1 << 20), err
 }
 

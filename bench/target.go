@@ -19,8 +19,8 @@ import (
 // of connections.
 
 // sampleMemory samples the api's memory through the whole run, if its
-// /metrics says (an api behind a proxy may not expose it). The returned
-// function stops it and records the peak.
+// /metrics says (it is on the api's internal listener, which the bench may
+// not reach). The returned function stops it and records the peak.
 func (c *target) sampleMemory(ctx context.Context, r *Result, progress io.Writer) (stop func()) {
 	start, err := c.rss(ctx)
 	if err != nil {
@@ -64,9 +64,10 @@ func (c *target) holdSockets(ctx context.Context, r *Result, tokens []string) (c
 // target is the api under load: its REST API, its /metrics and its
 // websocket.
 type target struct {
-	base string
-	http *http.Client
-	api  *client.Client // anonymous: WithToken for each buyer
+	base    string
+	metrics string // the api's /metrics URL; "" = unknown
+	http    *http.Client
+	api     *client.Client // anonymous: WithToken for each buyer
 }
 
 // newTarget returns a client of the api at base with connections enough

@@ -10,6 +10,8 @@ import (
 	"go.temporal.io/server/common/persistence/sql/sqlplugin/postgresql"
 	"go.temporal.io/server/tools/common/schema"
 	sqltool "go.temporal.io/server/tools/sql"
+
+	"github.com/seckill/seckill/internal/redact"
 )
 
 // Temporal's state in Postgres, as a self-hosted production server keeps
@@ -39,11 +41,11 @@ const (
 func postgresSQL(raw string) (*config.SQL, error) {
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") || u.Host == "" {
-		return nil, fmt.Errorf("devstack: %q is not a postgres://user:password@host:port/db URL", redact(raw))
+		return nil, fmt.Errorf("devstack: %q is not a postgres://user:password@host:port/db URL", redact.URL(raw))
 	}
 	name := strings.TrimPrefix(u.Path, "/")
 	if name == "" {
-		return nil, fmt.Errorf("devstack: %s names no database", redact(raw))
+		return nil, fmt.Errorf("devstack: %s names no database", redact.URL(raw))
 	}
 	host := u.Host
 	if u.Port() == "" {
@@ -65,7 +67,7 @@ func (p PostgresStore) visibilityURL() (string, error) {
 	}
 	u, err := url.Parse(p.URL)
 	if err != nil {
-		return "", fmt.Errorf("devstack: %q: %w", redact(p.URL), err)
+		return "", redact.Error(fmt.Errorf("devstack: %q: %w", redact.URL(p.URL), err), p.URL)
 	}
 	u.Path += "_visibility"
 	return u.String(), nil
@@ -90,7 +92,8 @@ func preparePostgres(p PostgresStore) (store, visibility *config.SQL, err error)
 		schema string
 	}{{store, postgresSchema}, {visibility, postgresVisibilitySchema}} {
 		if err := ensurePostgresSchema(db.cfg, db.schema, logger); err != nil {
-			return nil, nil, err
+			// The drivers' errors may quote a connection string.
+			return nil, nil, redact.Error(err, p.URL, visURL)
 		}
 	}
 	return store, visibility, nil
@@ -119,12 +122,4 @@ func ensurePostgresSchema(cfg *config.SQL, schemaName string, logger log.Logger)
 		return fmt.Errorf("devstack: update the schema of %s: %w", cfg.DatabaseName, err)
 	}
 	return nil
-}
-
-// redact hides a URL's password.
-func redact(raw string) string {
-	if u, err := url.Parse(raw); err == nil {
-		return u.Redacted()
-	}
-	return raw
 }

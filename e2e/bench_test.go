@@ -25,7 +25,7 @@ func TestSmallBench(t *testing.T) {
 	port := testenv.FreePort(t)
 	api := fmt.Sprintf("http://127.0.0.1:%d", port)
 	dev := run(t, "dev", []string{"SECKILL_JWT_SECRET=" + secret}, "dev", "--data-dir", dir, "--seed-stock=0",
-		"--http-addr", fmt.Sprintf("127.0.0.1:%d", port), "--temporal-port=0", "--ui-port=-1")
+		"--http-addr", fmt.Sprintf("127.0.0.1:%d", port), "--temporal-port=0", "--ui-port=-1", "--metrics-addr=127.0.0.1:0")
 	waitReady(t, api+"/readyz", 60*time.Second)
 	testenv.Eventually(t, 10*time.Second, func() error {
 		if !strings.Contains(dev.Stdout(), "Redis ") {
@@ -34,11 +34,12 @@ func TestSmallBench(t *testing.T) {
 		return nil
 	})
 	redisAddr := regexp.MustCompile(`Redis\s+(\S+)`).FindStringSubmatch(dev.Stdout())[1]
+	metricsURL := regexp.MustCompile(`Metrics\s+(\S+)`).FindStringSubmatch(dev.Stdout())[1]
 	temporalAddr := regexp.MustCompile(`Temporal\s+(\d\S+)`).FindStringSubmatch(dev.Stdout())[1]
 
 	const buyers, units = 2000, 500
 	acceptedFile := filepath.Join(t.TempDir(), "accepted.ndjson")
-	cmd := exec.Command(testenv.Binary(t), "bench", "--target", api, "--users", fmt.Sprint(buyers), "--stock", fmt.Sprint(units),
+	cmd := exec.Command(testenv.Binary(t), "bench", "--target", api, "--metrics-url", metricsURL, "--users", fmt.Sprint(buyers), "--stock", fmt.Sprint(units),
 		"--dup-rate", "0.1", "--pay", "0.2", "--cancel", "0.1", "--start-delay", "2s", "--wait", "8m",
 		"--redis-addr", redisAddr, "--accepted-out", acceptedFile, "--engine-workflows", "0", "--json")
 	cmd.Env = append(cmd.Environ(), "SECKILL_JWT_SECRET="+secret)
@@ -110,7 +111,7 @@ func TestSmallBench(t *testing.T) {
 	}
 
 	// /metrics counted what the load generator saw.
-	metrics := get(t, api+"/metrics")
+	metrics := get(t, metricsURL)
 	for code, n := range r.Outcomes {
 		if got := metric(t, metrics, `seckill_purchases_total{code="`+code+`"}`); got != float64(n) {
 			t.Errorf("seckill_purchases_total{code=%q} = %v, want %d", code, got, n)

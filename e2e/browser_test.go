@@ -237,7 +237,6 @@ func TestDemoPage(t *testing.T) {
 			"/v1/info":      "application/json",
 			"/v1/sales":     "application/json",
 			"/healthz":      "application/json",
-			"/metrics":      "text/plain",
 		} {
 			resp, err := http.Get(base + path)
 			if err != nil {
@@ -247,6 +246,12 @@ func TestDemoPage(t *testing.T) {
 			if ct := resp.Header.Get("Content-Type"); resp.StatusCode != http.StatusOK || !strings.HasPrefix(ct, want) {
 				t.Errorf("GET %s: %d %q, want 200 %s…", path, resp.StatusCode, ct, want)
 			}
+		}
+		// The metrics are on the process's own listener, not beside the page.
+		if resp, err := http.Get(base + "/metrics"); err != nil || resp.StatusCode != http.StatusNotFound {
+			t.Errorf("GET /metrics on the api's port: %v %v, want 404", resp, err)
+		} else {
+			resp.Body.Close()
 		}
 		if !strings.Contains(get(t, base+"/openapi.json"), `"/v1/sales/{id}/orders"`) {
 			t.Error("/openapi.json lacks the purchase route")

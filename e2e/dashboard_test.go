@@ -197,23 +197,26 @@ func TestDashboardAgainstRunningSystem(t *testing.T) {
 		t.Fatal("prometheus is required (SECKILL_REQUIRE_SERVICES=1) but not installed: apt-get install prometheus (.ci/run does)")
 	}
 
-	workerMetrics := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
-	st := newStack(t, "SECKILL_METRICS_ADDR="+workerMetrics)
-	run(t, "serve", st.env, "serve")
-	run(t, "worker", st.env, "worker")
+	// Each process serves /metrics on its own listener, as in production;
+	// the api's port does not.
+	workerMetrics, apiMetrics := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)), fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+	st := newStack(t)
+	run(t, "serve", st.env, "serve", "--metrics-addr", apiMetrics)
+	run(t, "worker", st.env, "worker", "--metrics-addr", workerMetrics)
 	waitReady(t, st.api+"/readyz", 60*time.Second)
 	waitReady(t, "http://"+workerMetrics+"/metrics", 30*time.Second)
+	waitReady(t, "http://"+apiMetrics+"/metrics", 30*time.Second)
 
 	var prom string
 	if promErr == nil {
-		prom = startPrometheus(t, promBin, map[string]string{"api": strings.TrimPrefix(st.api, "http://"), "worker": workerMetrics})
+		prom = startPrometheus(t, promBin, map[string]string{"api": apiMetrics, "worker": workerMetrics})
 	} else {
 		t.Log("prometheus not installed: checking metric names only")
 	}
 
 	const buyers, units = 300, 100
 	start := time.Now()
-	cmd := exec.Command(testenv.Binary(t), "bench", "--target", st.api, "--users", fmt.Sprint(buyers), "--stock", fmt.Sprint(units),
+	cmd := exec.Command(testenv.Binary(t), "bench", "--target", st.api, "--metrics-url", "http://"+apiMetrics+"/metrics", "--users", fmt.Sprint(buyers), "--stock", fmt.Sprint(units),
 		"--dup-rate", "0.1", "--pay", "0.3", "--cancel", "0.2", "--start-delay", "2s", "--wait", "3m", "--engine-workflows", "0", "--json")
 	cmd.Env = append(cmd.Environ(), "SECKILL_JWT_SECRET="+secret)
 	out, err := cmd.Output()
@@ -234,7 +237,7 @@ func TestDashboardAgainstRunningSystem(t *testing.T) {
 	// Every name a query selects is a sample name one of the binaries
 	// exports: exact names, so a histogram's _bucket or a summary's
 	// quantile series must really be there.
-	exported := sampleNames(get(t, st.api+"/metrics") + worker)
+	exported := sampleNames(get(t, "http://"+apiMetrics+"/metrics") + worker)
 	for _, q := range queries {
 		names, err := metricNames(q.expr)
 		if err != nil {

@@ -14,10 +14,10 @@ import (
 // order on its own Temporal client (so the starts can be eager), including
 // one admitted before any relay ran.
 func TestRelayInTheWorker(t *testing.T) {
-	workerMetrics := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
-	st := newStack(t, "SECKILL_METRICS_ADDR="+workerMetrics)
+	workerMetrics, apiMetrics := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)), fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+	st := newStack(t)
 	seckill := func(args ...string) string { return strings.TrimSpace(st.seckill(t, args...)) }
-	serve := run(t, "serve", st.env, "serve", "--relay=false")
+	serve := run(t, "serve", st.env, "serve", "--relay=false", "--metrics-addr", apiMetrics)
 	waitReady(t, st.api+"/readyz", 60*time.Second)
 
 	admin := seckill("token", "--user", "ops", "--role", "admin")
@@ -27,7 +27,7 @@ func TestRelayInTheWorker(t *testing.T) {
 	early := seckill("token", "--user", "early")
 	tokens[buy(t, st.api, sale, early)] = early
 
-	run(t, "worker", st.env, "worker", "--relay")
+	run(t, "worker", st.env, "worker", "--relay", "--metrics-addr", workerMetrics)
 	waitReady(t, "http://"+workerMetrics+"/metrics", 30*time.Second)
 	for i := range units - 1 {
 		tok := seckill("token", "--user", fmt.Sprintf("buyer-%02d", i))
@@ -46,7 +46,7 @@ func TestRelayInTheWorker(t *testing.T) {
 	if n := metric(t, worker, "seckill_relay_workflows_started_total"); n != units {
 		t.Errorf("the worker's relay started %v workflows, want %d", n, units)
 	}
-	if api := get(t, st.api+"/metrics"); strings.Contains(api, "seckill_relay_workflows_started_total") {
+	if api := get(t, "http://"+apiMetrics+"/metrics"); strings.Contains(api, "seckill_relay_workflows_started_total") {
 		t.Error("the api reports a relay of its own with --relay=false")
 	}
 	if !strings.Contains(serve.Output(), "runs no relay") {

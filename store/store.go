@@ -16,6 +16,7 @@ import (
 	_ "github.com/lib/pq" // the Postgres driver
 
 	"github.com/seckill/seckill/ent"
+	"github.com/seckill/seckill/internal/redact"
 )
 
 // Store wraps the ent client.
@@ -54,13 +55,15 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		return nil, fmt.Errorf("database url must start with postgres://, postgresql:// or sqlite:")
 	}
 	if err != nil {
-		return nil, fmt.Errorf("open database: %w", err)
+		return nil, redact.Error(fmt.Errorf("open database: %w", err), dsn)
 	}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
+	// lib/pq parses the URL here, and its parse errors quote it whole,
+	// password and all.
 	if err := db.PingContext(pctx); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("connect to database: %w", err)
+		return nil, redact.Error(fmt.Errorf("connect to database %s: %w", redact.URL(dsn), err), dsn)
 	}
 	drv := entsql.OpenDB(dialect, db)
 	return &Store{db: ent.NewClient(ent.Driver(drv)), sql: db, dialect: dialect}, nil

@@ -19,6 +19,7 @@ import (
 type BenchCmd struct {
 	AuthFlags
 	Target      string        `name:"target" env:"SECKILL_API" default:"http://127.0.0.1:8080" help:"Base URL of the api."`
+	MetricsURL  string        `name:"metrics-url" env:"SECKILL_API_METRICS_URL" default:"http://127.0.0.1:9091/metrics" help:"The api's /metrics, on its --metrics-addr (not on --target), for its memory and CPU; empty = not measured. The default is seckill dev's."`
 	Users       int           `name:"users" default:"30000" help:"Buyers."`
 	Stock       int           `name:"stock" default:"20000" help:"Units on sale."`
 	Concurrency int           `name:"concurrency" default:"64" help:"Requests in flight."`
@@ -33,12 +34,12 @@ type BenchCmd struct {
 	AcceptedOut string        `name:"accepted-out" type:"path" help:"Write every purchase answered 202 (sale, order and buyer ids, one JSON object a line) here, for a later --verify."`
 	Verify      string        `name:"verify" type:"existingfile" help:"Run no sale: read a file of --accepted-out and check that the api has an order for every 202 in it (exit 1 on a lost one)."`
 	Websockets  int           `name:"websockets" default:"0" help:"Hold this many idle buyer websockets open through the run and report what they cost the api's memory."`
-	RedisAddr   string        `name:"redis-addr" env:"REDIS_ADDR" help:"The system's Redis, to measure the bare reserve.lua ceiling and the HTTP limit on it (optional)."`
+	RedisAddr   string        `name:"redis-addr" env:"REDIS_ADDR" secret:"url" help:"The system's Redis, to measure the bare reserve.lua ceiling and the HTTP limit on it (optional)."`
 	CeilingDB   int           `name:"ceiling-db" default:"15" help:"Redis database for the scratch sales of the ceiling and the HTTP limit."`
 
 	EngineWorkflows int `name:"engine-workflows" default:"1000" help:"No-op workflows of the engine ceiling, started by the api's engine probe before the sale (0 = not measured)."`
 
-	CPU  []string `name:"cpu" sep:"none" placeholder:"NAME=SOURCE" help:"A component whose CPU to sample, repeatable; SOURCE is an http(s) /metrics URL, redis, pid:N or comm:NAME. Default: api=<target>/metrics, redis (with --redis-addr) and postgres=comm:postgres (if running here)."`
+	CPU  []string `name:"cpu" sep:"none" placeholder:"NAME=SOURCE" help:"A component whose CPU to sample, repeatable; SOURCE is an http(s) /metrics URL, redis, pid:N or comm:NAME. Default: api=<metrics-url>, redis (with --redis-addr) and postgres=comm:postgres (if running here)."`
 	PG   []string `name:"pg" sep:"none" placeholder:"NAME=URL" help:"A Postgres database whose commits and WAL each phase of the orders' life reports per order, repeatable (e.g. seckill=postgres://…/seckill, temporal=…, visibility=…); a password is better in PGPASSWORD or ~/.pgpass than on the command line."`
 	JSON bool     `name:"json" help:"Print the result as one JSON object."`
 }
@@ -52,7 +53,7 @@ func (c *BenchCmd) Run(ctx context.Context) error {
 		return c.verify(ctx, signer)
 	}
 	opts := bench.Options{
-		Target: c.Target, Users: c.Users, Stock: c.Stock, Concurrency: c.Concurrency,
+		Target: c.Target, MetricsURL: c.MetricsURL, Users: c.Users, Stock: c.Stock, Concurrency: c.Concurrency,
 		DupRate: c.DupRate, Pay: c.Pay, Cancel: c.Cancel, Expire: c.Expire, PaymentWindow: c.PayWindow, StartDelay: c.StartDelay, Wait: c.Wait, AdmissionOnly: c.Admission, Websockets: c.Websockets,
 		Signer: signer, Progress: os.Stderr, NotMeasured: map[string]string{},
 	}
@@ -71,7 +72,7 @@ func (c *BenchCmd) Run(ctx context.Context) error {
 	} else {
 		opts.NotMeasured["engine_ceiling"] = "--engine-workflows 0"
 	}
-	sources := bench.DefaultCPUSources(c.Target, ro != nil)
+	sources := bench.DefaultCPUSources(c.MetricsURL, ro != nil)
 	if len(c.CPU) > 0 {
 		if sources, err = bench.ParseCPUSources(c.CPU); err != nil {
 			return err

@@ -16,6 +16,7 @@ import (
 	"github.com/seckill/seckill/activities"
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/devstack"
+	"github.com/seckill/seckill/internal/redact"
 	"github.com/seckill/seckill/store"
 	"github.com/seckill/seckill/web"
 	"github.com/seckill/seckill/worker"
@@ -33,21 +34,22 @@ type DevCmd struct {
 	APIFlags `embed:"" set:"http_addr=127.0.0.1:8080"`
 	CacheFlags
 
-	DatabaseURL       string `name:"database-url" env:"DATABASE_URL" help:"Use this database instead of the embedded one."`
-	RedisAddr         string `name:"redis-addr" env:"REDIS_ADDR" help:"Use this Redis instead of the in-process one."`
+	DatabaseURL       string `name:"database-url" env:"DATABASE_URL" secret:"url" help:"Use this database instead of the embedded one."`
+	RedisAddr         string `name:"redis-addr" env:"REDIS_ADDR" secret:"url" help:"Use this Redis instead of the in-process one."`
 	TemporalAddress   string `name:"temporal-address" env:"TEMPORAL_ADDRESS" help:"Use this Temporal instead of the embedded one."`
 	TemporalNamespace string `name:"temporal-namespace" env:"TEMPORAL_NAMESPACE" default:"default" help:"Temporal namespace."`
 	TemporalPort      int    `name:"temporal-port" env:"SECKILL_TEMPORAL_PORT" default:"7233" help:"Port of the embedded Temporal frontend (0 = any free port)."`
 	UIPort            int    `name:"ui-port" env:"SECKILL_UI_PORT" default:"8233" help:"Port of the embedded Temporal Web UI (0 = any free port)."`
 	DataDir           string `name:"data-dir" env:"SECKILL_DATA_DIR" default:".seckill" help:"Where the embedded database and Temporal keep their state."`
 	Memory            bool   `name:"memory" help:"Keep nothing on disk (the embedded database and Temporal in memory)."`
+	MetricsAddr       string `name:"metrics-addr" env:"SECKILL_METRICS_ADDR" default:"127.0.0.1:9091" help:"Where the process serves /metrics (loopback by default; empty = nowhere)."`
 	SeedStock         int    `name:"seed-stock" default:"100" help:"Units of the demo sale seeded at start (0 = no demo sale)."`
 	Verbose           bool   `name:"verbose" help:"Log the embedded Temporal server at info level instead of warn."`
 }
 
 func (c *DevCmd) Run(ctx context.Context) error {
 	started := time.Now()
-	if c.JWTSecret == "" {
+	if !c.AuthFlags.set() {
 		c.JWTSecret = auth.RandomSecret() // tokens printed below are valid until the next start
 	}
 	signer, err := c.signer()
@@ -166,11 +168,12 @@ func (c *DevCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	metricsAddr := serveMetrics(ctx, c.MetricsAddr, d.registry)
 
 	err = serveHTTP(ctx, c.HTTPAddr, srv.Handler(), func(addr net.Addr) {
 		base := "http://" + hostPort(addr)
-		buyer, _ := signer.Mint("demo-buyer", auth.RoleBuyer, 24*time.Hour)
-		admin, _ := signer.Mint("demo-admin", auth.RoleAdmin, 24*time.Hour)
+		buyer, _ := signer.Mint("demo-buyer", auth.RoleBuyer, auth.MaxTTL(auth.RoleBuyer))
+		admin, _ := signer.Mint("demo-admin", auth.RoleAdmin, auth.MaxTTL(auth.RoleAdmin))
 		var b strings.Builder
 		fmt.Fprintf(&b, "\nseckill dev is ready (%.1fs)\n\n", time.Since(started).Seconds())
 		fmt.Fprintf(&b, "  Demo page      %s/\n", base)
@@ -181,7 +184,10 @@ func (c *DevCmd) Run(ctx context.Context) error {
 			fmt.Fprintf(&b, "  Temporal UI    %s/namespaces/%s/workflows\n", temporalUI, c.TemporalNamespace)
 		}
 		fmt.Fprintf(&b, "  Temporal       %s\n", svc.TemporalAddress)
-		fmt.Fprintf(&b, "  Redis          %s\n", svc.RedisAddr)
+		fmt.Fprintf(&b, "  Redis          %s\n", redact.URL(svc.RedisAddr))
+		if metricsAddr != nil {
+			fmt.Fprintf(&b, "  Metrics        http://%s/metrics\n", hostPort(metricsAddr))
+		}
 		if demo != "" {
 			fmt.Fprintf(&b, "  Demo sale      %s\n", demo)
 		}

@@ -5,17 +5,20 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/pprof"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/alecthomas/kong"
 
 	"github.com/seckill/seckill/fault"
+	"github.com/seckill/seckill/internal/redact"
 )
 
 // CLI is every command, flag and environment variable of seckill. It is the
@@ -47,6 +50,7 @@ func main() {
 		kong.UsageOnError(),
 	)
 	setupLogging(cli.LogLevel, cli.LogFormat)
+	warnSecretsOnCommandLine(kctx)
 	// Drills and the chaos suite stop a process at a named write
 	// (docs/reliability.md, "Fault points"); never set in production.
 	if points, err := fault.FromEnv(); err != nil {
@@ -72,6 +76,27 @@ func main() {
 	}
 }
 
+// warnSecretsOnCommandLine warns of each flag tagged secret that was given
+// on the command line, where ps and /proc/PID/cmdline show it to every user
+// of the host, rather than in the environment or a file: a secret flag
+// (secret:""), or a URL flag whose value holds a password (secret:"url").
+// Kong marks the flags it filled from the environment as resolved, and
+// only those given as arguments as not.
+func warnSecretsOnCommandLine(kctx *kong.Context) {
+	for _, p := range kctx.Path {
+		if p.Flag == nil || p.Resolved || !p.Flag.Tag.Has("secret") {
+			continue
+		}
+		if p.Flag.Tag.Get("secret") == "url" {
+			if v, _ := kctx.FlagValue(p.Flag).(string); len(redact.Passwords(v)) == 0 {
+				continue
+			}
+		}
+		slog.Warn("a secret was given on the command line, where ps shows it to every user of this host: pass it in the environment instead",
+			"flag", "--"+p.Flag.Name, "env", strings.Join(p.Flag.Envs, ","))
+	}
+}
+
 // exitError carries a specific exit code (audit violations exit 1, usage
 // errors 2).
 type exitError struct {
@@ -83,7 +108,9 @@ func (e *exitError) Error() string { return e.err.Error() }
 func (e *exitError) Unwrap() error { return e.err }
 
 func exitCode(err error) int {
-	if e, ok := err.(*exitError); ok {
+	// As, not a type assertion: kong wraps what a command's Run returns.
+	var e *exitError
+	if errors.As(err, &e) {
 		return e.code
 	}
 	return 1

@@ -8,9 +8,13 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/auth"
@@ -19,16 +23,58 @@ import (
 	"github.com/seckill/seckill/web"
 )
 
-// AuthFlags hold the token secret.
+// AuthFlags hold the token secrets: the current one, which mints and
+// verifies, and during a rotation the previous one, which still verifies
+// (README, "Rotating the token secret"). Each comes from the environment
+// or a file; on the command line ps would show it to every user of the
+// host, and main warns.
 type AuthFlags struct {
-	JWTSecret string `name:"jwt-secret" env:"SECKILL_JWT_SECRET" help:"HS256 secret for bearer tokens, at least 32 bytes. Never logged."`
+	JWTSecret             string `name:"jwt-secret" env:"SECKILL_JWT_SECRET" secret:"" help:"HS256 secret for bearer tokens, at least 32 bytes. Pass it in the environment (or --jwt-secret-file): on the command line ps shows it. Never logged."`
+	JWTSecretFile         string `name:"jwt-secret-file" env:"SECKILL_JWT_SECRET_FILE" help:"Read --jwt-secret from this file (a trailing newline is dropped), e.g. a mounted Docker or Kubernetes secret."`
+	JWTPreviousSecret     string `name:"jwt-previous-secret" env:"SECKILL_JWT_PREVIOUS_SECRET" secret:"" help:"During a rotation: the secret being replaced, whose tokens still verify (new ones are signed with --jwt-secret). Remove it once its tokens have expired."`
+	JWTPreviousSecretFile string `name:"jwt-previous-secret-file" env:"SECKILL_JWT_PREVIOUS_SECRET_FILE" help:"Read --jwt-previous-secret from this file."`
 }
 
+// set reports whether a current secret is configured.
+func (a AuthFlags) set() bool { return a.JWTSecret != "" || a.JWTSecretFile != "" }
+
 func (a AuthFlags) signer() (*auth.Signer, error) {
-	if a.JWTSecret == "" {
-		return nil, errors.New("--jwt-secret (SECKILL_JWT_SECRET) is required")
+	current, err := secretFrom("jwt-secret", "SECKILL_JWT_SECRET", a.JWTSecret, a.JWTSecretFile)
+	if err != nil {
+		return nil, err
 	}
-	return auth.NewSigner(a.JWTSecret)
+	if current == "" {
+		return nil, errors.New("--jwt-secret-file (SECKILL_JWT_SECRET_FILE) or SECKILL_JWT_SECRET is required")
+	}
+	previous, err := secretFrom("jwt-previous-secret", "SECKILL_JWT_PREVIOUS_SECRET", a.JWTPreviousSecret, a.JWTPreviousSecretFile)
+	if err != nil {
+		return nil, err
+	}
+	if previous == "" {
+		return auth.NewSigner(current)
+	}
+	return auth.NewSigner(current, previous)
+}
+
+// secretFrom is a secret given by value or by file (not both: which one
+// wins would be a guess). A file's trailing newline, which editors and
+// `echo` add, is not part of the secret.
+func secretFrom(flag, env, value, file string) (string, error) {
+	if file == "" {
+		return value, nil
+	}
+	if value != "" {
+		return "", fmt.Errorf("--%s (%s) and --%s-file (%s_FILE) are both set: give one", flag, env, flag, env)
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("--%s-file: %w", flag, err)
+	}
+	secret := strings.TrimRight(string(b), "\r\n")
+	if secret == "" {
+		return "", fmt.Errorf("--%s-file %s is empty", flag, file)
+	}
+	return secret, nil
 }
 
 // APIFlags tune the api.
@@ -89,8 +135,9 @@ func (f APIFlags) relayOptions() relay.Options {
 type ServeCmd struct {
 	Services
 	AuthFlags
-	APIFlags `set:"http_addr=:8080"`
-	Relay    bool `name:"relay" env:"SECKILL_RELAY" default:"true" help:"Run a relay in this instance; --relay=false where workers run the relays (seckill worker --relay), so that starts are eager."`
+	APIFlags    `set:"http_addr=:8080"`
+	Relay       bool   `name:"relay" env:"SECKILL_RELAY" default:"true" help:"Run a relay in this instance; --relay=false where workers run the relays (seckill worker --relay), so that starts are eager."`
+	MetricsAddr string `name:"metrics-addr" env:"SECKILL_METRICS_ADDR" default:":9091" help:"Where the api serves /metrics, apart from --http-addr so that a proxy of the api does not publish it (empty = nowhere). Keep it off the public network."`
 }
 
 func (c *ServeCmd) Run(ctx context.Context) error {
@@ -123,6 +170,7 @@ func (c *ServeCmd) Run(ctx context.Context) error {
 	}
 	defer stop()
 	srv.Mux().Handle("GET /", web.Handler())
+	serveMetrics(ctx, c.MetricsAddr, srv.Registry())
 	return serveHTTP(ctx, c.HTTPAddr, srv.Handler(), nil)
 }
 
@@ -157,6 +205,35 @@ func serveHTTP(ctx context.Context, addr string, h http.Handler, ready func(net.
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", addr, err)
 	}
+	return serveOn(ctx, ln, h, ready)
+}
+
+// serveMetrics serves reg at /metrics on addr (none if empty) until ctx
+// ends: the process's internal listener, which no proxy publishes, apart
+// from the api's port. It returns the bound address, "" if none. A
+// listener that fails is logged, not fatal: the process's work does not
+// depend on being scraped, and Prometheus reports the target down.
+func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry) net.Addr {
+	if addr == "" {
+		return nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		slog.Error("metrics endpoint: not serving /metrics", "addr", addr, "err", err)
+		return nil
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	go func() {
+		if err := serveOn(ctx, ln, mux, nil); err != nil {
+			slog.Error("metrics endpoint", "addr", addr, "err", err)
+		}
+	}()
+	return ln.Addr()
+}
+
+// serveOn is serveHTTP on a bound listener.
+func serveOn(ctx context.Context, ln net.Listener, h http.Handler, ready func(net.Addr)) error {
 	hs := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 5 * time.Second,

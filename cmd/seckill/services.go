@@ -20,6 +20,7 @@ import (
 	"go.temporal.io/sdk/interceptor"
 	sdklog "go.temporal.io/sdk/log"
 
+	"github.com/seckill/seckill/internal/redact"
 	"github.com/seckill/seckill/internal/redisconf"
 	"github.com/seckill/seckill/internal/temporalconf"
 	"github.com/seckill/seckill/push"
@@ -32,8 +33,8 @@ import (
 // Services are the addresses of the real services. Commands that need
 // them embed this struct.
 type Services struct {
-	DatabaseURL       string        `name:"database-url" env:"DATABASE_URL" help:"Postgres URL (postgres://user:pass@host:5432/db?sslmode=disable), or sqlite:PATH for the embedded database."`
-	RedisAddr         string        `name:"redis-addr" env:"REDIS_ADDR" default:"127.0.0.1:6379" help:"Redis address host:port, a redis:// URL, or Sentinel's: redis://SENTINEL:26379?master_name=NAME&addr=SENTINEL2:26379&addr=... (go-redis's failover URL)."`
+	DatabaseURL       string        `name:"database-url" env:"DATABASE_URL" secret:"url" help:"Postgres URL (postgres://user:pass@host:5432/db?sslmode=disable), or sqlite:PATH for the embedded database."`
+	RedisAddr         string        `name:"redis-addr" env:"REDIS_ADDR" default:"127.0.0.1:6379" secret:"url" help:"Redis address host:port, a redis:// URL, or Sentinel's: redis://SENTINEL:26379?master_name=NAME&addr=SENTINEL2:26379&addr=... (go-redis's failover URL)."`
 	RedisSentinels    []string      `name:"redis-sentinels" env:"REDIS_SENTINELS" sep:"," help:"Sentinel addresses (comma-separated): Redis is the primary they name --redis-master, followed across failovers; --redis-addr is then unused."`
 	RedisMaster       string        `name:"redis-master" env:"REDIS_MASTER" default:"seckill" help:"The master name the Sentinels monitor."`
 	AdmitAck          string        `name:"admit-ack" env:"SECKILL_ADMIT_ACK" enum:"none,replica" default:"none" help:"replica: a purchase is answered 202, and an order-id lease, an operator change or a sale's warm-up counts, only once a Redis replica holds it (WAIT); unconfirmed purchases answer 503 UNCONFIRMED."`
@@ -53,7 +54,7 @@ type TemporalConn struct {
 	TemporalTLSCert       string `name:"temporal-tls-cert" env:"TEMPORAL_TLS_CERT" type:"existingfile" help:"Client certificate (PEM) for mTLS, with --temporal-tls-key."`
 	TemporalTLSKey        string `name:"temporal-tls-key" env:"TEMPORAL_TLS_KEY" type:"existingfile" help:"Private key (PEM) of --temporal-tls-cert."`
 	TemporalTLSServerName string `name:"temporal-tls-server-name" env:"TEMPORAL_TLS_SERVER_NAME" help:"Name Temporal's certificate must carry; default: the host of --temporal-address."`
-	TemporalAPIKey        string `name:"temporal-api-key" env:"TEMPORAL_API_KEY" help:"API key sent as a bearer token on every Temporal call (Temporal Cloud). A secret: pass it in the environment."`
+	TemporalAPIKey        string `name:"temporal-api-key" env:"TEMPORAL_API_KEY" secret:"" help:"API key sent as a bearer token on every Temporal call (Temporal Cloud). A secret: pass it in the environment."`
 }
 
 // apply sets the connection options and credentials of o.
@@ -181,7 +182,7 @@ func (s Services) connect(ctx context.Context, needTemporal bool, tp trace.Trace
 		}
 		if err != nil {
 			d.Close()
-			return nil, fmt.Errorf("temporal client: %w", err)
+			return nil, redact.Error(fmt.Errorf("temporal client: %w", err), s.TemporalAddress)
 		}
 	}
 	return d, nil

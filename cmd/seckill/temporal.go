@@ -25,8 +25,8 @@ type TemporalCmd struct {
 	UIPort        int           `name:"ui-port" env:"SECKILL_UI_PORT" default:"8233" help:"Web UI port (0 = any free port, -1 = no UI)."`
 	Namespace     string        `name:"namespace" default:"default" help:"Namespace to create."`
 	DataDir       string        `name:"data-dir" help:"Keep Temporal's state in DIR/temporal.db (default: in memory)."`
-	PostgresURL   string        `name:"postgres-url" env:"SECKILL_TEMPORAL_POSTGRES_URL" help:"Keep Temporal's state in Postgres instead (postgres://user:pass@host:5432/temporal?sslmode=disable): the database and its schema are created, or upgraded to this server's version, on start."`
-	VisibilityURL string        `name:"postgres-visibility-url" env:"SECKILL_TEMPORAL_POSTGRES_VISIBILITY_URL" help:"Postgres database for visibility (default: --postgres-url's database name with _visibility)."`
+	PostgresURL   string        `name:"postgres-url" env:"SECKILL_TEMPORAL_POSTGRES_URL" secret:"url" help:"Keep Temporal's state in Postgres instead (postgres://user:pass@host:5432/temporal?sslmode=disable): the database and its schema are created, or upgraded to this server's version, on start."`
+	VisibilityURL string        `name:"postgres-visibility-url" env:"SECKILL_TEMPORAL_POSTGRES_VISIBILITY_URL" secret:"url" help:"Postgres database for visibility (default: --postgres-url's database name with _visibility)."`
 	Services      []string      `name:"services" sep:"," enum:"frontend,history,matching,worker" default:"frontend,history,matching,worker" help:"The services this process runs: processes that share --postgres-url and run some each form one cluster."`
 	FrontendAddr  string        `name:"frontend-address" help:"The cluster's frontend host:port, for a process that does not run it."`
 	HistoryShards int           `name:"history-shards" env:"SECKILL_TEMPORAL_HISTORY_SHARDS" default:"1" help:"History shards, fixed when the database is created: a server given another count on an existing database refuses to start."`
@@ -37,7 +37,7 @@ type TemporalCmd struct {
 	TLSClientCA   string        `name:"tls-client-ca" type:"existingfile" env:"SECKILL_TEMPORAL_TLS_CLIENT_CA" help:"Require clients to present a certificate from this CA (PEM): mutual TLS, as Temporal Cloud does."`
 	MetricsAddr   string        `name:"metrics-addr" env:"SECKILL_TEMPORAL_METRICS_ADDR" help:"Serve the Temporal server's own metrics for Prometheus at http://ADDR/metrics (persistence latencies, task queue backlogs, shard health); empty = none."`
 	Verbose       bool          `name:"verbose" help:"Log the Temporal server at info level instead of warn."`
-	APIKey        string        `name:"api-key" env:"SECKILL_TEMPORAL_SERVER_API_KEY" help:"Refuse a namespace's calls without 'Authorization: Bearer KEY' (as Temporal Cloud does; clients pass --temporal-api-key). The Web UI presents it for the people it serves: guard the UI's own port (docker-compose.yml puts it behind the edge's sign-in)."`
+	APIKey        string        `name:"api-key" env:"SECKILL_TEMPORAL_SERVER_API_KEY" secret:"" help:"Refuse a namespace's calls without 'Authorization: Bearer KEY' (as Temporal Cloud does; clients pass --temporal-api-key). The Web UI presents it for the people it serves: guard the UI's own port (docker-compose.yml puts it behind the edge's sign-in)."`
 	UIActions     string        `name:"ui-actions" env:"SECKILL_TEMPORAL_UI_ACTIONS" enum:"auto,on,off" default:"auto" help:"The Web UI's write actions (cancel, terminate, reset, updates): auto = on when the UI listens on loopback only, off (read-only) otherwise; on where an authenticating proxy guards the UI (docker-compose.yml's edge)."`
 }
 

@@ -15,6 +15,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/seckill/seckill/internal/redact"
 )
 
 // setupTracing sets up OpenTelemetry tracing for the process from the
@@ -30,9 +32,12 @@ func setupTracing(ctx context.Context, service string) (tp trace.TracerProvider,
 	if !tracingConfigured() {
 		return nil, func() {}, nil
 	}
+	// An endpoint may carry credentials (https://user:pass@collector); the
+	// exporter's errors quote it.
+	endpoint := firstEnv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
 	exporter, err := traceExporter(ctx)
 	if err != nil {
-		return nil, nil, fmt.Errorf("opentelemetry exporter: %w", err)
+		return nil, nil, redact.Error(fmt.Errorf("opentelemetry exporter: %w", err), endpoint)
 	}
 	res, err := resource.New(ctx,
 		resource.WithAttributes(attribute.String("service.name", service)),
@@ -42,10 +47,10 @@ func setupTracing(ctx context.Context, service string) (tp trace.TracerProvider,
 		slog.Warn("opentelemetry resource", "err", err) // partial: still usable
 	}
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
-		slog.Warn("opentelemetry", "err", err) // an unreachable collector, mostly
+		slog.Warn("opentelemetry", "err", redact.Error(err, endpoint)) // an unreachable collector, mostly
 	}))
 	sdk := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exporter), sdktrace.WithResource(res))
-	slog.Info("tracing on", "service", service, "endpoint", firstEnv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"))
+	slog.Info("tracing on", "service", service, "endpoint", redact.URL(endpoint))
 	return sdk, func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

@@ -3,14 +3,13 @@ package main
 import (
 	"context"
 	"log/slog"
-	"net/http"
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/seckill/seckill/activities"
+	"github.com/seckill/seckill/internal/redact"
 	"github.com/seckill/seckill/relay"
 	"github.com/seckill/seckill/worker"
 	"github.com/seckill/seckill/workflows"
@@ -69,7 +68,7 @@ func (c *WorkerCmd) Run(ctx context.Context) error {
 		case <-time.After(time.Second):
 		}
 	}
-	slog.Info("worker running", "task_queue", workflows.TaskQueue, "temporal", c.TemporalAddress, "relay", c.Relay)
+	slog.Info("worker running", "task_queue", workflows.TaskQueue, "temporal", redact.URL(c.TemporalAddress), "relay", c.Relay)
 	var relays sync.WaitGroup
 	if c.Relay {
 		// Started after the worker, on its client: the SDK hands a start's
@@ -85,15 +84,7 @@ func (c *WorkerCmd) Run(ctx context.Context) error {
 		})
 	}
 	runReconciler(ctx, d, c.ReconcileInterval, c.RetireAfter)
-	if c.MetricsAddr != "" {
-		mux := http.NewServeMux()
-		mux.Handle("GET /metrics", promhttp.HandlerFor(d.registry, promhttp.HandlerOpts{Registry: d.registry}))
-		go func() {
-			if err := serveHTTP(ctx, c.MetricsAddr, mux, nil); err != nil {
-				slog.Error("worker metrics endpoint", "err", err)
-			}
-		}()
-	}
+	serveMetrics(ctx, c.MetricsAddr, d.registry)
 	<-ctx.Done()
 	relays.Wait() // no start after the worker stopped
 	w.Stop()

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/internal/redact"
 )
 
 // Options are the options of a plain client of addr. For a Sentinel
@@ -21,26 +23,36 @@ import (
 func Options(addr string) (*redis.Options, error) {
 	if fo, ok, err := failoverOptions(addr); ok || err != nil {
 		if err != nil {
-			return nil, err
+			return nil, addrError(addr, err)
 		}
 		return primaryOptions(fo)
 	}
 	if strings.Contains(addr, "://") {
-		return redis.ParseURL(addr)
+		o, err := redis.ParseURL(addr)
+		if err != nil {
+			return nil, addrError(addr, err)
+		}
+		return o, nil
 	}
 	return &redis.Options{Addr: addr}, nil
+}
+
+// addrError is err about addr, which go-redis's URL parsing quotes whole
+// (its url.Parse errors), with the password masked.
+func addrError(addr string, err error) error {
+	return redact.Error(fmt.Errorf("redis address %q: %w", redact.URL(addr), err), addr)
 }
 
 func Open(addr string) (*redis.Client, error) {
 	if fo, ok, err := failoverOptions(addr); ok || err != nil {
 		if err != nil {
-			return nil, fmt.Errorf("redis address %q: %w", redactURL(addr), err)
+			return nil, addrError(addr, err)
 		}
 		return OpenFailover(fo), nil
 	}
 	opts, err := Options(addr)
 	if err != nil {
-		return nil, fmt.Errorf("redis address %q: %w", redactURL(addr), err)
+		return nil, err
 	}
 	// Admission runs many short scripts at once; the relay holds blocking
 	// reads too. The default pool (10 per CPU) is too small for a sale.
@@ -92,12 +104,4 @@ func OpenFailover(fo *redis.FailoverOptions) *redis.Client {
 	fo.PoolSize = 256
 	fo.MinIdleConns = 8
 	return redis.NewFailoverClient(fo)
-}
-
-// redactURL hides a URL's password, for errors and logs.
-func redactURL(addr string) string {
-	if u, err := url.Parse(addr); err == nil && u.User != nil {
-		return u.Redacted()
-	}
-	return addr
 }
