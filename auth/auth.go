@@ -32,6 +32,10 @@ type Claims struct {
 type User struct {
 	ID   string
 	Role string
+	// Expires is the token's exp claim (whole seconds): what outlives the
+	// request that presented the token, a websocket, ends then. Verify's
+	// leeway for clock skew is not added.
+	Expires time.Time
 }
 
 // Admin reports whether the user may operate sales.
@@ -116,5 +120,5 @@ func (s *Signer) Verify(token string) (User, error) {
 	if c.Role != RoleBuyer && c.Role != RoleAdmin {
 		return User{}, fmt.Errorf("%w: bad role", ErrInvalidToken)
 	}
-	return User{ID: c.Subject, Role: c.Role}, nil
+	return User{ID: c.Subject, Role: c.Role, Expires: c.ExpiresAt.Time}, nil
 }

@@ -26,6 +26,7 @@ func signer(t *testing.T) *Signer {
 
 func TestRoundTrip(t *testing.T) {
 	s := signer(t)
+	minted := time.Now()
 	tok, err := s.Mint("alice", RoleAdmin, time.Hour)
 	if err != nil {
 		t.Fatal(err)
@@ -33,6 +34,10 @@ func TestRoundTrip(t *testing.T) {
 	u, err := s.Verify(tok)
 	if err != nil || u.ID != "alice" || !u.Admin() {
 		t.Fatalf("verify = %+v, %v", u, err)
+	}
+	// exp is whole seconds, so Expires may be up to a second early.
+	if want := minted.Add(time.Hour); u.Expires.Before(want.Add(-time.Second)) || u.Expires.After(want) {
+		t.Fatalf("Expires = %v, want about %v", u.Expires, want)
 	}
 }
 
