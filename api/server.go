@@ -42,6 +42,12 @@ type Config struct {
 	// WSConnectRate bounds websocket connects per second per user (same
 	// convention).
 	WSConnectRate int
+	// WSPerUser and WSMax cap the websockets open on this instance, of one
+	// buyer (default 8) and in all (default 20,000); a socket beyond either
+	// is closed at once with push.CloseTooManySockets. Same convention: 0
+	// takes the default, a negative value removes the cap.
+	WSPerUser int
+	WSMax     int
 	// IPRate bounds purchase requests and websocket connects per second per
 	// client address; 0 or negative: no limit (the default, since behind a
 	// proxy every request comes from the proxy unless TrustedProxies says
@@ -98,6 +104,12 @@ func (c *Config) withDefaults() {
 	}
 	if c.WSConnectRate == 0 {
 		c.WSConnectRate = 5
+	}
+	if c.WSPerUser == 0 {
+		c.WSPerUser = 8
+	}
+	if c.WSMax == 0 {
+		c.WSMax = 20_000
 	}
 	if c.MaxInFlight <= 0 {
 		c.MaxInFlight = 512
@@ -196,6 +208,7 @@ func New(cfg Config, deps Deps) *Server {
 	}, orders.Deps{Store: deps.Store, Stock: deps.Stock, Temporal: deps.Temporal, IDs: deps.IDs, Tracer: tracer})
 	s.hub = push.NewHub(deps.Stock.Client(), s.snapshot, push.Options{
 		AllowedOrigins: cfg.AllowedOrigins, Line: s.orders.Places, LineRefresh: cfg.LineRefresh,
+		MaxSocketsPerUser: max(cfg.WSPerUser, 0), MaxSockets: max(cfg.WSMax, 0),
 	})
 	if !cfg.NoRelay {
 		s.relay = relay.New(deps.Stock, relay.NewTemporalStarter(deps.Temporal), cfg.Relay)

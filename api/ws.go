@@ -19,7 +19,8 @@ const tokenProtocol = "bearer."
 
 // serveWS authenticates a websocket request and hands it to the hub. The
 // token comes from ?access_token=, the Sec-WebSocket-Protocol header or an
-// Authorization header.
+// Authorization header; the socket lives no longer than the token
+// (push.CloseTokenExpired).
 func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	token := r.URL.Query().Get("access_token")
 	selected := ""
@@ -56,7 +57,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, p)
 		return
 	}
-	s.hub.Serve(w, r, user.ID, selected)
+	s.hub.Serve(w, r, user.ID, user.Expires, selected)
 }
 
 func websocketProtocols(r *http.Request) []string {

@@ -55,6 +55,10 @@ type Claims struct {
 type User struct {
 	ID   string
 	Role string
+	// Expires is the token's exp claim (whole seconds): what outlives the
+	// request that presented the token, a websocket, ends then. Verify's
+	// leeway for clock skew is not added.
+	Expires time.Time
 }
 
 // Admin reports whether the user may operate sales.
@@ -181,7 +185,7 @@ func (s *Signer) Verify(token string) (User, error) {
 	if c.IssuedAt == nil || c.ExpiresAt.Sub(c.IssuedAt.Time) > MaxTTL(c.Role) {
 		return User{}, fmt.Errorf("%w: lifetime over %v", ErrInvalidToken, MaxTTL(c.Role))
 	}
-	return User{ID: c.Subject, Role: c.Role}, nil
+	return User{ID: c.Subject, Role: c.Role, Expires: c.ExpiresAt.Time}, nil
 }
 
 // errUnknownKey refuses a token whose kid names no secret of the Signer.

@@ -26,6 +26,7 @@ func signer(t *testing.T, previous ...string) *Signer {
 
 func TestRoundTrip(t *testing.T) {
 	s := signer(t)
+	minted := time.Now()
 	tok, err := s.Mint("alice", RoleAdmin, time.Hour)
 	if err != nil {
 		t.Fatal(err)
@@ -43,6 +44,10 @@ func TestRoundTrip(t *testing.T) {
 	c := parsed.Claims.(*Claims)
 	if parsed.Header["kid"] != KeyID(secret) || c.Issuer != Issuer || len(c.Audience) != 1 || c.Audience[0] != Audience {
 		t.Fatalf("header %v, claims %+v: want kid %s, iss %s, aud %s", parsed.Header, c, KeyID(secret), Issuer, Audience)
+	}
+	// exp is whole seconds, so Expires may be up to a second early.
+	if want := minted.Add(time.Hour); u.Expires.Before(want.Add(-time.Second)) || u.Expires.After(want) {
+		t.Fatalf("Expires = %v, want about %v", u.Expires, want)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/internal/testenv"
 )
 
@@ -207,7 +208,8 @@ func TestDemoPage(t *testing.T) {
 	// The relay holds each intent it reads for a while before starting its
 	// workflow, so a buyer's order waits in line long enough for the page
 	// to show its place (the websocket's refresh comes every 3s).
-	run(t, "dev", nil, "dev", "--memory", "--http-addr", fmt.Sprintf("127.0.0.1:%d", port),
+	// The secret lets the test mint a short-lived token (step 10).
+	run(t, "dev", []string{"SECKILL_JWT_SECRET=" + secret}, "dev", "--memory", "--http-addr", fmt.Sprintf("127.0.0.1:%d", port),
 		"--temporal-port=0", fmt.Sprintf("--ui-port=%d", uiPort), "--relay-start-delay=6s")
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
 	b := newBrowser(t) // chromium starts while seckill dev does
@@ -466,5 +468,29 @@ func TestDemoPage(t *testing.T) {
 		b.until("the workflow page shows the order", 30*time.Second,
 			`document.body && document.body.innerText.includes(`+js("order-"+order)+`)`)
 		b.screenshot("temporal-workflow")
+	})
+
+	// 10. The server closes a socket when its token expires (4001); the
+	// page gets a fresh token for the same buyer and is live again.
+	b.step(t, "10 an expired token is renewed", func(t *testing.T) {
+		signer, err := auth.NewSigner(secret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const buyer = "e2e-brief"
+		short, err := signer.Mint(buyer, auth.RoleBuyer, 3*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ident, _ := json.Marshal(map[string]string{"token": short, "user_id": buyer, "role": auth.RoleBuyer})
+		b.do("sign in with a token about to expire", 20*time.Second,
+			chromedp.Navigate(base+"/"),
+			chromedp.Evaluate[chromedp.Void](`sessionStorage.setItem("seckill.buyer", `+js(string(ident))+`)`),
+			chromedp.Reload(),
+			chromedp.WaitVisible(chromedp.CSS(`#whoami[data-user-id="`+buyer+`"]`)),
+			chromedp.WaitVisible(chromedp.CSS(`#live[data-state="open"]`)))
+		b.until("the page renewed the token and is live again", 15*time.Second,
+			`(b => b && b.user_id === `+js(buyer)+` && b.token !== `+js(short)+` &&
+			document.querySelector("#live").dataset.state === "open")(JSON.parse(sessionStorage.getItem("seckill.buyer") || "null"))`)
 	})
 }

@@ -83,7 +83,7 @@ func newHarness(t *testing.T, cfg config) *harness {
 
 	h.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
-		h.hub.Serve(w, r, q.Get("user"), q.Get("proto"))
+		h.hub.Serve(w, r, q.Get("user"), time.Time{}, q.Get("proto"))
 	}))
 	if cfg.smallSocketBuffers {
 		h.srv.Listener = smallSendBuffers{h.srv.Listener}

@@ -55,6 +55,12 @@ type Options struct {
 	// that changed (line.go). Nil: no places are sent.
 	Line        Places
 	LineRefresh time.Duration
+	// MaxSocketsPerUser and MaxSockets cap the sockets open on this
+	// instance of one buyer and of all buyers; 0 = no cap. A socket beyond
+	// either is refused: it is closed at once with CloseTooManySockets,
+	// before it costs a subscription or a snapshot (Serve).
+	MaxSocketsPerUser int
+	MaxSockets        int
 }
 
 func (o Options) withDefaults() Options {
@@ -115,6 +121,13 @@ type Hub struct {
 	// writeBuffers lend sockets a write buffer only while they write: an
 	// idle buyer's socket then holds none (see Serve).
 	writeBuffers sync.Pool
+
+	// slots are the sockets counted against the caps, by user and in all:
+	// taken before the handshake, so that concurrent handshakes cannot
+	// all squeeze under a cap, and given back when the socket ends.
+	slotMu    sync.Mutex
+	userSlots map[string]int
+	slots     int
 }
 
 // buyer is the set of sockets one user has open on this instance.
@@ -142,6 +155,8 @@ func NewHub(rdb redis.UniversalClient, snapshot Snapshot, opts Options) *Hub {
 		origins:  origins,
 		buyers:   make(map[string]*buyer),
 		pongs:    make(map[string]chan struct{}),
+
+		userSlots: make(map[string]int),
 	}
 }
 
@@ -257,6 +272,34 @@ func encodeEvent(payload string) (domain.Event, []byte, error) {
 	}
 	b, err := json.Marshal(e)
 	return e, b, err
+}
+
+// takeSlot counts a socket of userID against the caps. It returns nil, or
+// the close frame that refuses the socket when a cap is reached; only a nil
+// answer took a slot, which releaseSlot gives back.
+func (h *Hub) takeSlot(userID string) []byte {
+	h.slotMu.Lock()
+	defer h.slotMu.Unlock()
+	if limit := h.opts.MaxSocketsPerUser; limit > 0 && h.userSlots[userID] >= limit {
+		return closeTooManyOfUser
+	}
+	if limit := h.opts.MaxSockets; limit > 0 && h.slots >= limit {
+		return closeTooManyHere
+	}
+	h.userSlots[userID]++
+	h.slots++
+	return nil
+}
+
+func (h *Hub) releaseSlot(userID string) {
+	h.slotMu.Lock()
+	defer h.slotMu.Unlock()
+	h.slots--
+	if n := h.userSlots[userID] - 1; n > 0 {
+		h.userSlots[userID] = n
+	} else {
+		delete(h.userSlots, userID)
+	}
 }
 
 // admit counts a Serve call in, unless the hub has stopped.

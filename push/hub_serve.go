@@ -23,16 +23,24 @@ const readBufferBytes = 512
 // socket then sends it followed by their live events, until either side
 // closes, in goroutines of its own (Stop waits for them). A non-empty
 // subprotocol is selected in the handshake if the client offered it.
+// expires, unless zero, is when the credentials userID proved expire: the
+// socket is closed then with CloseTokenExpired, and sent nothing after.
+//
+// A socket beyond the caps (Options.MaxSocketsPerUser, MaxSockets) is
+// upgraded only to be closed at once with CloseTooManySockets: a browser
+// sees the close code and its reason, where a refused handshake would show
+// it nothing but a failed connection. The sockets already open are kept.
 //
 // Returning at once lets the HTTP server free what it holds per request
 // (its buffers, and a stack grown by the handshake): most sockets sit idle
 // for minutes, and ten thousand of them would otherwise keep all of it.
-func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, userID string, subprotocol string) {
+func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, userID string, expires time.Time, subprotocol string) {
 	log := h.log.With("user_id", userID)
 	if !h.admit() {
 		http.Error(w, "server shutting down", http.StatusServiceUnavailable)
 		return
 	}
+	refusal := h.takeSlot(userID)
 
 	// Most sockets sit idle for minutes waiting for one event, so they
 	// hold as little as possible: a small read buffer (clients send
@@ -46,6 +54,15 @@ func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, userID string, subpr
 		// Upgrade has answered (403 for a refused origin). The URL and the
 		// subprotocol may carry the token, so neither is logged.
 		log.Info("websocket handshake refused", "origin", r.Header.Get("Origin"), "err", err)
+		if refusal == nil {
+			h.releaseSlot(userID)
+		}
+		h.serving.Done()
+		return
+	}
+	if refusal != nil {
+		log.Info("websocket refused: too many sockets", "per_user_cap", h.opts.MaxSocketsPerUser, "cap", h.opts.MaxSockets)
+		h.refuse(conn, refusal)
 		h.serving.Done()
 		return
 	}
@@ -66,8 +83,17 @@ func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, userID string, subpr
 		opened:       make(chan struct{}),
 		cancel:       cancel,
 		writeTimeout: h.opts.WriteTimeout,
+		expires:      expires,
 	}
 	s.log.Debug("websocket opened")
+	if !expires.IsZero() {
+		// A token still inside Verify's leeway has expired already: the
+		// timer fires at once, and the client learns why.
+		s.expiry = time.AfterFunc(time.Until(expires), func() {
+			s.log.Debug("websocket token expired")
+			s.drop(closeTokenExpired)
+		})
+	}
 	// Whatever ends s waits for this: s must not be forgotten by the hub
 	// before open has registered it.
 	defer close(s.opened)
@@ -135,6 +161,24 @@ func (h *Hub) open(ctx context.Context, s *socket) ([][]byte, []domain.Event, bo
 		}
 	}
 	return frames, pending, true
+}
+
+// refuse closes a socket that was never opened for its buyer, with a close
+// handshake so the client reads why.
+func (h *Hub) refuse(conn *websocket.Conn, closeFrame []byte) {
+	defer conn.Close()
+	if conn.WriteControl(websocket.CloseMessage, closeFrame, time.Now().Add(h.opts.WriteTimeout)) != nil {
+		return
+	}
+	// The client's answering close ends the read; past closeGrace it is
+	// not waited for.
+	conn.SetReadLimit(h.opts.MaxMessageBytes)
+	_ = conn.SetReadDeadline(time.Now().Add(closeGrace))
+	for {
+		if _, _, err := conn.NextReader(); err != nil {
+			return
+		}
+	}
 }
 
 // originAllowed guards against another site's page opening a socket with the

@@ -18,10 +18,24 @@ import (
 // kernel reset the connection and discard frames the client has not read.
 const closeGrace = time.Second
 
+// Application close codes (RFC 6455 leaves 4000-4999 to applications),
+// documented in README.md and docs/design.md §6.3.
+const (
+	// CloseTokenExpired ends a socket when the token it was opened with
+	// expires; the client reconnects with a fresh token.
+	CloseTokenExpired = 4001
+	// CloseTooManySockets refuses a socket beyond Options.MaxSocketsPerUser
+	// or Options.MaxSockets; the client may try again later, with backoff.
+	CloseTooManySockets = 4008
+)
+
 var (
-	closeGoingAway = websocket.FormatCloseMessage(websocket.CloseGoingAway, "server shutting down")
-	closeTryAgain  = websocket.FormatCloseMessage(websocket.CloseTryAgainLater, "order events unavailable, reconnect")
-	closeInternal  = websocket.FormatCloseMessage(websocket.CloseInternalServerErr, "order snapshot unavailable, reconnect")
+	closeGoingAway     = websocket.FormatCloseMessage(websocket.CloseGoingAway, "server shutting down")
+	closeTryAgain      = websocket.FormatCloseMessage(websocket.CloseTryAgainLater, "order events unavailable, reconnect")
+	closeInternal      = websocket.FormatCloseMessage(websocket.CloseInternalServerErr, "order snapshot unavailable, reconnect")
+	closeTokenExpired  = websocket.FormatCloseMessage(CloseTokenExpired, "token expired")
+	closeTooManyOfUser = websocket.FormatCloseMessage(CloseTooManySockets, "too many sockets for this user")
+	closeTooManyHere   = websocket.FormatCloseMessage(CloseTooManySockets, "too many sockets on this server")
 )
 
 // socket is one websocket connection. Frames reach it through its queue,
@@ -33,6 +47,10 @@ type socket struct {
 	userID  string
 	channel string
 	log     *slog.Logger
+	// expires is when the buyer's token expires (zero: never); expiry is
+	// the timer that closes s then.
+	expires time.Time
+	expiry  *time.Timer
 
 	mu      sync.Mutex
 	queue   []outFrame // waiting to be written, in order
@@ -101,6 +119,11 @@ func (s *socket) push(f outFrame) bool {
 func (s *socket) pushLocked(f outFrame) bool {
 	if s.closed {
 		return true // already closing: nothing to deliver, nobody to drop
+	}
+	if !s.expires.IsZero() && !time.Now().Before(s.expires) {
+		// The expiry timer closes s, maybe a moment late: until it does,
+		// nothing reaches a buyer whose token has expired.
+		return true
 	}
 	if len(s.queue) >= s.limit {
 		return false
@@ -205,9 +228,13 @@ func (s *socket) dropSlow() {
 // done with it (drop cancels what Serve may still wait for).
 func (s *socket) end() {
 	<-s.opened
+	if s.expiry != nil {
+		s.expiry.Stop()
+	}
 	s.finish()
 	s.hub.leave(s)
 	s.hub.conns.Add(-1)
+	s.hub.releaseSlot(s.userID)
 	s.log.Debug("websocket closed")
 	s.hub.serving.Done()
 }

@@ -84,6 +84,8 @@ type APIFlags struct {
 	UserRate       int      `name:"user-rate" env:"SECKILL_USER_RATE" default:"5" help:"Purchase requests per second per buyer and sale (0 = no limit)."`
 	SaleRate       int      `name:"sale-rate" env:"SECKILL_SALE_RATE" default:"100000" help:"Purchase requests per second per sale (0 = no limit)."`
 	WSConnectRate  int      `name:"ws-connect-rate" env:"SECKILL_WS_CONNECT_RATE" default:"5" help:"Websocket connects per second per user (0 = no limit)."`
+	WSPerUser      int      `name:"ws-per-user" env:"SECKILL_WS_PER_USER" default:"8" help:"Websockets one user may hold open on this instance; beyond it a new one is closed at once with code 4008 (0 = no cap)."`
+	WSMax          int      `name:"ws-max" env:"SECKILL_WS_MAX" default:"20000" help:"Websockets open on this instance in all; beyond it a new one is closed at once with code 4008 (0 = no cap)."`
 	IPRate         int      `name:"ip-rate" env:"SECKILL_IP_RATE" default:"0" help:"Purchases and websocket connects per second per client address (0 = no limit; behind a proxy set --trusted-proxies)."`
 	TrustedProxies []string `name:"trusted-proxies" env:"SECKILL_TRUSTED_PROXIES" sep:"," help:"CIDRs of proxies whose X-Forwarded-For names the client (comma-separated)."`
 	MaxInFlight    int      `name:"max-in-flight" env:"SECKILL_MAX_IN_FLIGHT" default:"512" help:"Purchases processed at once; beyond it the api answers 503 at once."`
@@ -119,6 +121,7 @@ func (f APIFlags) config(devTokens bool) (api.Config, error) {
 	return api.Config{
 		IPRate: noLimitIfZero(f.IPRate), TrustedProxies: proxies, MaxInFlight: f.MaxInFlight, MaxExports: f.MaxExports,
 		UserRate: noLimitIfZero(f.UserRate), SaleRate: noLimitIfZero(f.SaleRate), WSConnectRate: noLimitIfZero(f.WSConnectRate),
+		WSPerUser: noLimitIfZero(f.WSPerUser), WSMax: noLimitIfZero(f.WSMax),
 		AllowedOrigins: f.AllowedOrigins,
 		DevTokens:      devTokens, TemporalUIURL: f.TemporalUIURL,
 		Relay: f.relayOptions(),
