@@ -74,6 +74,10 @@ type Config struct {
 	LineRefresh time.Duration
 	// Relay options of the relay this instance runs.
 	Relay relay.Options
+	// SaleCacheTTL is how long an instance trusts its copy of a sale's
+	// row for GET /v1/sales/{id} (saleRows): default 1s, negative: no
+	// copy, every read queries the database.
+	SaleCacheTTL time.Duration
 	// NoRelay: this instance runs no relay, and its orders are started by
 	// the relays of other processes (`seckill worker --relay`, where the
 	// starts are eager; docs/design.md §5).
@@ -98,6 +102,9 @@ func (c *Config) withDefaults() {
 	}
 	if c.PayWait == 0 {
 		c.PayWait = 5 * time.Second
+	}
+	if c.SaleCacheTTL == 0 {
+		c.SaleCacheTTL = time.Second
 	}
 }
 
@@ -135,6 +142,9 @@ type Server struct {
 	lastPurchase atomic.Int64
 	metrics      *metrics
 	reg          *prometheus.Registry
+	// sales is the short-lived copy of sale rows the public reads use
+	// (salerows.go).
+	sales *saleRows
 	// cancels are the cancelled sales whose open orders this instance is
 	// cancelling in the background (operator.go).
 	cancels *cancellations
@@ -161,6 +171,7 @@ func New(cfg Config, deps Deps) *Server {
 		cfg.Relay.Tracing = deps.Tracing
 	}
 	s.cancels = newCancellations()
+	s.sales = newSaleRows(cfg.SaleCacheTTL, deps.Store.Sale)
 	s.inFlight = make(chan struct{}, cfg.MaxInFlight)
 	if cfg.Relay.Busy == nil {
 		// The relay holds its starts back while purchases are in flight
