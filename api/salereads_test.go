@@ -135,11 +135,10 @@ func (b *readsBench) createSale(name string) wire.Sale {
 	return sl
 }
 
-// A refresh storm on a sale page at its opening reaches the database once
-// per TTL at most, however many readers ask at once; each read costs one
-// Redis round trip for the live remaining stock and end.
+// A refresh storm on a sale page at its opening reaches the database and
+// Redis once per TTL at most, however many readers ask at once.
 func TestSaleReadStormReachesTheDatabaseOnce(t *testing.T) {
-	b := startReadsBench(t, api.Config{SaleCacheTTL: time.Minute})
+	b := startReadsBench(t, api.Config{SaleCacheTTL: time.Minute, ShelfCacheTTL: time.Minute})
 	sale := b.createSale("opening")
 	b.queries.Store(0)
 	b.trips.Store(0)
@@ -164,8 +163,8 @@ func TestSaleReadStormReachesTheDatabaseOnce(t *testing.T) {
 	if q := b.queries.Load(); q > 1 {
 		t.Errorf("%d reads sent %d queries to the database, want at most 1", readers*reads, q)
 	}
-	if n := b.trips.Load(); n != readers*reads {
-		t.Errorf("%d reads made %d Redis round trips, want one each", readers*reads, n)
+	if n := b.trips.Load(); n > 1 {
+		t.Errorf("%d reads made %d Redis round trips, want at most 1", readers*reads, n)
 	}
 }
 
@@ -193,11 +192,11 @@ func TestSalesListIsOneRedisRoundTrip(t *testing.T) {
 	}
 }
 
-// A copy of a sale's row never hides an operator's change beyond what
+// A copy of a sale never hides an operator's change beyond what
 // docs/design.md §6.7 states: the instance that made the change reads it
-// at once, and on another instance an ended or cancelled sale reads as
-// ended at once (the end comes from Redis), though its copy of the row is
-// trusted for a minute here.
+// at once, and on another instance the remaining stock and the end follow
+// within the shelf's TTL (100 ms), though its copy of the row is trusted
+// for a minute here.
 func TestSaleCopiesFollowOperators(t *testing.T) {
 	b := startReadsBench(t, api.Config{SaleCacheTTL: time.Minute})
 	other := b.serve(api.Config{SaleCacheTTL: time.Minute})
@@ -220,24 +219,30 @@ func TestSaleCopiesFollowOperators(t *testing.T) {
 	if sl := read(b.url, ended.ID); sl.Stock != 55 || sl.Remaining != 55 {
 		t.Errorf("after adding 5 units, the instance that added them reads %+v, want 55 units and 55 left", sl)
 	}
-	if sl := read(other, ended.ID); sl.Remaining != 55 {
-		t.Errorf("after adding 5 units, another instance reads %+v, want 55 left (live from Redis)", sl)
-	}
+	testenv.Eventually(t, 5*time.Second, func() error {
+		if sl := read(other, ended.ID); sl.Remaining != 55 {
+			return fmt.Errorf("after adding 5 units, another instance reads %+v, want 55 left (from Redis)", sl)
+		}
+		return nil
+	})
 
 	b.call("POST", "/v1/sales/"+ended.ID+"/end", nil)
 	b.call("POST", "/v1/sales/"+cancelled.ID+"/cancel", nil)
-	for base, want := range map[string]map[string][]string{
-		b.url: {ended.ID: {"ended"}, cancelled.ID: {"cancelled"}},
-		// Its copy of the row may be up to a minute old: Redis's end says
-		// ended, and the cancellation shows once the copy expires.
-		other: {ended.ID: {"ended"}, cancelled.ID: {"ended", "cancelled"}},
-	} {
-		for id, states := range want {
-			if sl := read(base, id); !slices.Contains(states, sl.State) || !sl.EndsAt.Before(time.Now().Add(time.Second)) {
-				t.Errorf("after the operator, %s reads %+v, want %v with its end now", base, sl, states)
-			}
+	for id, state := range map[string]string{ended.ID: "ended", cancelled.ID: "cancelled"} {
+		if sl := read(b.url, id); sl.State != state || sl.EndsAt.After(time.Now()) {
+			t.Errorf("after the operator, its own instance reads %+v, want %s with its end now", sl, state)
 		}
 	}
+	// The other instance's copy of the row may be a minute old: Redis's
+	// end says ended, and the cancellation shows once the copy expires.
+	testenv.Eventually(t, 5*time.Second, func() error {
+		for _, id := range []string{ended.ID, cancelled.ID} {
+			if sl := read(other, id); !slices.Contains([]string{"ended", "cancelled"}, sl.State) || sl.EndsAt.After(time.Now()) {
+				return fmt.Errorf("after the operator, another instance reads %+v, want it ended", sl)
+			}
+		}
+		return nil
+	})
 }
 
 // countingConnector counts every statement its connections send.

@@ -86,14 +86,18 @@ func (s *Server) registerSales() {
 		if err != nil {
 			return nil, err
 		}
-		// The row from this instance's short-lived copy (saleRows), the
-		// live parts from Redis: a refresh storm at the opening reaches
-		// the database about once a second.
-		sl, err := s.sales.sale(ctx, id)
+		// From this instance's short-lived copies (readCache): a refresh
+		// storm at the opening reaches the database about once a second
+		// and Redis about ten times a second.
+		sl, err := s.sales.get(ctx, id)
 		if err != nil {
 			return nil, toHTTP(ctx, notFoundOr(err))
 		}
-		return &saleOutput{Body: s.saleView(ctx, sl)}, nil
+		sh, err := s.shelves.get(ctx, id)
+		if err != nil {
+			sh = stock.Shelf{} // Redis unreachable: the row answers
+		}
+		return &saleOutput{Body: s.shelfView(sl, sh, time.Now())}, nil
 	})
 
 	huma.Register(s.api, huma.Operation{
@@ -172,10 +176,25 @@ func (s *Server) salesView(ctx context.Context, sales []*ent.Sale) []wire.Sale {
 	return out
 }
 
+// shelf reads one sale's live state from Redis (for the shelves cache).
+func (s *Server) shelf(ctx context.Context, id int64) (stock.Shelf, error) {
+	shelves, err := s.deps.Stock.Shelves(ctx, []int64{id})
+	if err != nil {
+		return stock.Shelf{}, err
+	}
+	return shelves[id], nil
+}
+
+// forgetSale drops this instance's copies of a sale it has just changed.
+func (s *Server) forgetSale(id int64) {
+	s.sales.forget(id)
+	s.shelves.forget(id)
+}
+
 // shelfView renders a sale's row with what Redis holds of it. Redis
 // answers remaining, and the end if it is earlier than the row's: an
 // operator's end or cancel reaches Redis (end.lua) before a copy of the
-// row kept by another instance sees it (saleRows), and a sale Redis has
+// row kept by another instance sees it (readCache), and a sale Redis has
 // ended reads as ended at once. A sale Redis does not hold reads as its
 // row says, with the database's stock as remaining.
 func (s *Server) shelfView(sl *ent.Sale, sh stock.Shelf, now time.Time) wire.Sale {

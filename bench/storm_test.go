@@ -38,10 +38,10 @@ func TestReadStormReport(t *testing.T) {
 	<-enough
 	rs := end()
 	// Up to 8 reads were in flight when the storm ended: not counted.
-	if rs.Reads < 200-8 || rs.Reads != rs.Outcomes["OK"]+rs.Outcomes["UNAVAILABLE"] {
+	if rs.Reads < 200-8 || rs.Reads != rs.Outcomes["OK"]+rs.Outcomes["HTTP_503"] {
 		t.Fatalf("reads %d, outcomes %v: want at least 192, every one counted", rs.Reads, rs.Outcomes)
 	}
-	if rs.Errors != rs.Outcomes["UNAVAILABLE"] || rs.Errors < 20-8 {
+	if rs.Errors != rs.Outcomes["HTTP_503"] || rs.Errors < 20-8 {
 		t.Fatalf("errors %d, outcomes %v: want every 503 counted", rs.Errors, rs.Outcomes)
 	}
 	if rs.Latency.P50 <= 0 || rs.Latency.P99 < rs.Latency.P50 || rs.ReadsPerSec <= 0 || rs.TargetRate != 5000 || rs.Concurrency != 8 {
@@ -68,7 +68,7 @@ func TestReadStormReport(t *testing.T) {
 		t.Errorf("--json read_storm.latency has no p99_ms: %s", b)
 	}
 	table := r.Table()
-	for _, want := range []string{"read storm", "errors", "UNAVAILABLE"} {
+	for _, want := range []string{"read storm", "errors", "HTTP_503"} {
 		if !strings.Contains(table, want) {
 			t.Errorf("table does not mention %q:\n%s", want, table)
 		}
