@@ -100,6 +100,8 @@ func (s *Server) registerOperator() {
 
 // endSale ends the sale now in Postgres, then in Redis.
 func (s *Server) endSale(ctx context.Context, id int64) (*ent.Sale, error) {
+	// After the change, whatever its outcome: the database may have it.
+	defer s.forgetSale(id)
 	var sl *ent.Sale
 	err := s.deps.Stock.WithSaleLock(ctx, id, func(ctx context.Context) error {
 		var (
@@ -153,6 +155,7 @@ func (s *Server) mirrorEnd(ctx context.Context, sl *ent.Sale, changed bool, db, 
 // addUnits adds units to the sale in Postgres, then in Redis, and clears
 // the sold-out flags of every api instance.
 func (s *Server) addUnits(ctx context.Context, id int64, units int) (*ent.Sale, error) {
+	defer s.forgetSale(id)
 	var sl *ent.Sale
 	err := s.deps.Stock.WithSaleLock(ctx, id, func(ctx context.Context) error {
 		var err error
@@ -210,6 +213,7 @@ func (s *Server) loadSale(ctx context.Context, sl *ent.Sale) error {
 // cancelSale marks the sale cancelled and ends it, in Postgres then Redis,
 // and hands its open orders to the background cancellation.
 func (s *Server) cancelSale(ctx context.Context, id int64) (*ent.Sale, error) {
+	defer s.forgetSale(id)
 	var sl *ent.Sale
 	err := s.deps.Stock.WithSaleLock(ctx, id, func(ctx context.Context) error {
 		var (

@@ -7,6 +7,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/netip"
@@ -24,6 +25,8 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/seckill/seckill/auth"
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/ent"
 	"github.com/seckill/seckill/orderid"
 	"github.com/seckill/seckill/orders"
 	"github.com/seckill/seckill/push"
@@ -89,6 +92,14 @@ type Config struct {
 	LineRefresh time.Duration
 	// Relay options of the relay this instance runs.
 	Relay relay.Options
+	// SaleCacheTTL is how long an instance trusts its copy of a sale's
+	// row for GET /v1/sales/{id} (readCache): default 1s; negative: no
+	// copy, every read queries the database.
+	SaleCacheTTL time.Duration
+	// ShelfCacheTTL is how long it trusts its copy of a sale's live state
+	// in Redis (remaining stock, end) for the same reads: default 100ms;
+	// negative: every read asks Redis.
+	ShelfCacheTTL time.Duration
 	// NoRelay: this instance runs no relay, and its orders are started by
 	// the relays of other processes (`seckill worker --relay`, where the
 	// starts are eager; docs/design.md §5).
@@ -125,6 +136,12 @@ func (c *Config) withDefaults() {
 	}
 	if c.PayWait == 0 {
 		c.PayWait = 5 * time.Second
+	}
+	if c.SaleCacheTTL == 0 {
+		c.SaleCacheTTL = time.Second
+	}
+	if c.ShelfCacheTTL == 0 {
+		c.ShelfCacheTTL = 100 * time.Millisecond
 	}
 }
 
@@ -165,6 +182,11 @@ type Server struct {
 	lastPurchase atomic.Int64
 	metrics      *metrics
 	reg          *prometheus.Registry
+	// sales and shelves are the short-lived copies of the sale rows and
+	// of their live state in Redis that the public reads use
+	// (readcache.go).
+	sales   *readCache[*ent.Sale]
+	shelves *readCache[stock.Shelf]
 	// cancels are the cancelled sales whose open orders this instance is
 	// cancelling in the background (operator.go).
 	cancels *cancellations
@@ -191,6 +213,8 @@ func New(cfg Config, deps Deps) *Server {
 		cfg.Relay.Tracing = deps.Tracing
 	}
 	s.cancels = newCancellations()
+	s.sales = newReadCache(cfg.SaleCacheTTL, deps.Store.Sale, func(err error) bool { return errors.Is(err, domain.ErrUnknownSale) })
+	s.shelves = newReadCache(cfg.ShelfCacheTTL, s.shelf, nil)
 	s.inFlight = make(chan struct{}, cfg.MaxInFlight)
 	s.exports = make(chan struct{}, cfg.MaxExports)
 	if cfg.Relay.Busy == nil {

@@ -45,6 +45,12 @@ type Options struct {
 	// first buyers') before the sale and holds them through the run.
 	Websockets int
 	Signer     *auth.Signer
+	// ReadStormRate, if positive, fires that many GET /v1/sales/{id} a
+	// second at the sale through the admission wave (storm.go), from
+	// ReadStormConcurrency connections of its own (0: the default). The
+	// target must be on loopback.
+	ReadStormRate        int
+	ReadStormConcurrency int
 
 	// The limits, each measured before the sale if set (see Run).
 	// Ceiling measures bare reserve.lua calls (RedisCeiling).
@@ -94,6 +100,8 @@ type Result struct {
 	Latency          Latency        `json:"latency"`
 	Outcomes         map[string]int `json:"outcomes"`
 	Accepted         int            `json:"accepted"`
+	// ReadStorm is the reads fired through the wave (Options.ReadStormRate).
+	ReadStorm *ReadStorm `json:"read_storm,omitempty"`
 
 	CeilingSeconds  float64 `json:"redis_ceiling_seconds,omitempty"`
 	AdmissionVsCeil float64 `json:"admission_vs_ceiling,omitempty"`
@@ -287,6 +295,14 @@ func (o Options) validate() error {
 	}
 	if o.PaymentWindow != 0 && (o.PaymentWindow < 10*time.Second || o.PaymentWindow > 24*time.Hour) {
 		return errors.New("--payment-window is 10s to 24h")
+	}
+	if o.ReadStormRate < 0 || o.ReadStormConcurrency < 0 {
+		return errors.New("--read-storm-rate and --read-storm-concurrency must not be negative")
+	}
+	if o.ReadStormRate > 0 {
+		if err := loopbackOnly(o.Target); err != nil {
+			return err
+		}
 	}
 	if o.Websockets > o.Users {
 		return fmt.Errorf("--websockets %d exceeds --users %d (one socket per buyer)", o.Websockets, o.Users)

@@ -44,16 +44,15 @@ func (r *Result) Table() string {
 	row("wall time", "%.3f s", r.AdmissionSeconds)
 	row("requests/s", "%.0f", r.RequestsPerSec)
 	row("latency p50/p95/p99/max", "%.1f / %.1f / %.1f / %.1f ms", r.Latency.P50, r.Latency.P95, r.Latency.P99, r.Latency.Max)
-	codes := make([]string, 0, len(r.Outcomes))
-	for c := range r.Outcomes {
-		codes = append(codes, c)
+	row("outcomes", "%s", outcomes(r.Outcomes))
+	if rs := r.ReadStorm; rs != nil {
+		row("read storm", "%d reads of GET /v1/sales/{id} in %.3f s: %.0f/s (target %d/s, %d in flight), %d errors",
+			rs.Reads, rs.Seconds, rs.ReadsPerSec, rs.TargetRate, rs.Concurrency, rs.Errors)
+		row("  latency p50/p95/p99/max", "%.1f / %.1f / %.1f / %.1f ms", rs.Latency.P50, rs.Latency.P95, rs.Latency.P99, rs.Latency.Max)
+		if rs.Errors > 0 {
+			row("  outcomes", "%s", outcomes(rs.Outcomes))
+		}
 	}
-	slices.Sort(codes)
-	parts := make([]string, 0, len(codes))
-	for _, c := range codes {
-		parts = append(parts, fmt.Sprintf("%s %d", c, r.Outcomes[c]))
-	}
-	row("outcomes", "%s", strings.Join(parts, ", "))
 	if r.AdmissionVsCeil > 0 {
 		row("admission / ceiling", "%.2f×", r.AdmissionVsCeil)
 	}
@@ -106,6 +105,20 @@ func (r *Result) Table() string {
 		}
 	}
 	return b.String()
+}
+
+// outcomes renders counts of answers by name, in name order.
+func outcomes(counts map[string]int) string {
+	codes := make([]string, 0, len(counts))
+	for c := range counts {
+		codes = append(codes, c)
+	}
+	slices.Sort(codes)
+	parts := make([]string, 0, len(codes))
+	for _, c := range codes {
+		parts = append(parts, fmt.Sprintf("%s %d", c, counts[c]))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // table renders the CPU section: per component, the seconds of each phase

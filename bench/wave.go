@@ -28,7 +28,12 @@ func waitUntil(ctx context.Context, t time.Time) error {
 // admit runs the admission wave against the system and records it. It
 // returns the accepted orders (order id → token) and when the wave began.
 func (c *target) admit(ctx context.Context, r *Result, o Options, saleID string, tokens []string, requests []int) (map[string]string, time.Time, error) {
+	endStorm := func() *ReadStorm { return nil }
+	if o.ReadStormRate > 0 {
+		endStorm = startReadStorm(ctx, c.base, saleID, o.ReadStormRate, o.ReadStormConcurrency)
+	}
 	w, begin, err := c.wave(ctx, o, saleID, tokens, requests, "admission")
+	r.ReadStorm = endStorm()
 	r.AdmissionStart = begin
 	if err != nil {
 		return nil, begin, err

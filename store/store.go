@@ -69,6 +69,15 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	return &Store{db: ent.NewClient(ent.Driver(drv)), sql: db, dialect: dialect}, nil
 }
 
+// OpenPostgresDB wraps a Postgres connection pool the caller opened, for
+// a caller that needs its own driver around lib/pq (the tests that count
+// the queries reaching the database). It does not create tables; call
+// Migrate.
+func OpenPostgresDB(db *sql.DB) *Store {
+	drv := entsql.OpenDB(dialectPostgres, db)
+	return &Store{db: ent.NewClient(ent.Driver(drv)), sql: db, dialect: dialectPostgres}
+}
+
 const (
 	dialectPostgres = dialect.Postgres
 	dialectSQLite   = dialect.SQLite

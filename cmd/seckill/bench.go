@@ -34,6 +34,8 @@ type BenchCmd struct {
 	AcceptedOut string        `name:"accepted-out" type:"path" help:"Write every purchase answered 202 (sale, order and buyer ids, one JSON object a line) here, for a later --verify."`
 	Verify      string        `name:"verify" type:"existingfile" help:"Run no sale: read a file of --accepted-out and check that the api has an order for every 202 in it (exit 1 on a lost one)."`
 	Websockets  int           `name:"websockets" default:"0" help:"Hold this many idle buyer websockets open through the run and report what they cost the api's memory."`
+	ReadStorm   int           `name:"read-storm-rate" default:"0" help:"Fire this many GET /v1/sales/{id} a second at the sale through the admission wave (the crowd refreshing the sale page; loopback --target only) and report their latency."`
+	StormConns  int           `name:"read-storm-concurrency" default:"64" help:"Reads of the read storm in flight (its own connections)."`
 	RedisAddr   string        `name:"redis-addr" env:"REDIS_ADDR" secret:"url" help:"The system's Redis, to measure the bare reserve.lua ceiling and the HTTP limit on it (optional)."`
 	CeilingDB   int           `name:"ceiling-db" default:"15" help:"Redis database for the scratch sales of the ceiling and the HTTP limit."`
 
@@ -55,6 +57,7 @@ func (c *BenchCmd) Run(ctx context.Context) error {
 	opts := bench.Options{
 		Target: c.Target, MetricsURL: c.MetricsURL, Users: c.Users, Stock: c.Stock, Concurrency: c.Concurrency,
 		DupRate: c.DupRate, Pay: c.Pay, Cancel: c.Cancel, Expire: c.Expire, PaymentWindow: c.PayWindow, StartDelay: c.StartDelay, Wait: c.Wait, AdmissionOnly: c.Admission, Websockets: c.Websockets,
+		ReadStormRate: c.ReadStorm, ReadStormConcurrency: c.StormConns,
 		Signer: signer, Progress: os.Stderr, NotMeasured: map[string]string{},
 	}
 	var ro *redis.Options
