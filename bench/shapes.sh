@@ -62,7 +62,7 @@ run() {
     rm -rf "$w"
   }
   trap cleanup RETURN
-  local redis_port api_port; redis_port=$(free_port); api_port=$(free_port)
+  local redis_port api_port metrics_port; redis_port=$(free_port); api_port=$(free_port); metrics_port=$(free_port)
   redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no --daemonize no --logfile "$w/redis.log" &
   pids+=($!)
   for _ in $(seq 50); do redis-cli -p "$redis_port" ping >/dev/null 2>&1 && break; sleep 0.1; done
@@ -72,7 +72,7 @@ run() {
   local cpu=(--cpu redis=redis --cpu postgres=comm:postgres) pg=(--pg "seckill=$seckill_db")
   case $shape in
     dev)
-      "$bin" dev --data-dir "$w/dev" --seed-stock=0 --temporal-port=0 --ui-port=-1 >"$w/dev.log" 2>&1 &
+      SECKILL_METRICS_ADDR=127.0.0.1:$metrics_port "$bin" dev --data-dir "$w/dev" --seed-stock=0 --temporal-port=0 --ui-port=-1 >"$w/dev.log" 2>&1 &
       pids+=($!); cpu+=(--cpu "dev=pid:$!")
       ;;
     topology)
@@ -88,7 +88,7 @@ run() {
       wait_line "$w/history.log" "temporal ready" 120
       export TEMPORAL_ADDRESS=127.0.0.1:$tport
       "$bin" migrate >"$w/migrate.log" 2>&1
-      SECKILL_RELAY=false "$bin" serve >"$w/serve.log" 2>&1 &
+      SECKILL_RELAY=false SECKILL_METRICS_ADDR=127.0.0.1:$metrics_port "$bin" serve >"$w/serve.log" 2>&1 &
       pids+=($!); cpu+=(--cpu "serve=pid:$!")
       SECKILL_WORKER_RELAY=true SECKILL_METRICS_ADDR=127.0.0.1:0 "$bin" worker >"$w/worker.log" 2>&1 &
       pids+=($!); cpu+=(--cpu "worker=pid:$!")
@@ -97,9 +97,13 @@ run() {
     *) log "unknown shape $shape (dev or topology)"; return 2 ;;
   esac
   wait_http "http://127.0.0.1:$api_port/readyz" 120
+  # The api's /metrics: on its own listener since the metrics listener
+  # came in, on the api port in builds before it.
+  local metrics_url=http://127.0.0.1:$metrics_port/metrics
+  curl -fsS -o /dev/null "http://127.0.0.1:$api_port/metrics" 2>/dev/null && metrics_url=http://127.0.0.1:$api_port/metrics
   log "$shape ready ($bin), bench: $*"
   local rc=0
-  "$benchbin" bench --target "http://127.0.0.1:$api_port" --redis-addr "127.0.0.1:$redis_port" \
+  "$benchbin" bench --target "http://127.0.0.1:$api_port" --metrics-url "$metrics_url" --redis-addr "127.0.0.1:$redis_port" \
     "${cpu[@]}" "${pg[@]}" --json "$@" >"$out" || rc=$?
   log "$shape done (bench exit $rc): $out"
   return 0
