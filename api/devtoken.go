@@ -30,7 +30,7 @@ func (s *Server) registerDevTokens() {
 		Summary: "Mint a token for anyone (dev mode only)", Tags: []string{"dev"}, MaxBodyBytes: 1 << 10,
 		Description: "Exists only in dev mode (`seckill dev`), for the demo page; a production deployment has no such operation.",
 		Security:    public,
-		Responses:   s.problems(errMalformed, errTooLarge, errInvalid),
+		Responses:   s.problems(errMalformed, errTooLarge, errNotJSON, errInvalid),
 	}, func(ctx context.Context, in *struct{ Body DevTokenBody }) (*struct{ Body DevToken }, error) {
 		role := in.Body.Role
 		if role == "" {

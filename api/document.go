@@ -113,6 +113,8 @@ var (
 	}()
 	errTooLarge = example("too-large", "The body exceeds the operation's limit", http.StatusRequestEntityTooLarge, wire.CodeTooLarge,
 		"request body is too large")
+	errNotJSON = example("not-json", "The body is not sent as JSON: send Content-Type: application/json", http.StatusUnsupportedMediaType,
+		wire.CodeBadRequest, "unsupported content type: send the body as application/json")
 	errInvalid = func() problemExample {
 		e := example("validation-failed", "A parameter or a field of the body is invalid", http.StatusUnprocessableEntity, wire.CodeValidation,
 			"validation failed")

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill/seckill/api/wire"
 	"github.com/seckill/seckill/auth"
 )
 
@@ -80,4 +81,39 @@ func truncate(b []byte) string {
 		return string(b[:200]) + "…"
 	}
 	return string(b)
+}
+
+// An error is reported once, where it is: a body that does not parse, or a
+// time that is not RFC 3339, is not also said to end before it starts; a
+// body not sent as JSON is a 415 problem, as documented.
+func TestBadBodyIsOneError(t *testing.T) {
+	s := start(t, options{})
+	admin := s.token("ops", auth.RoleAdmin)
+	now := time.Now().UTC()
+	for name, body := range map[string]any{
+		"malformed json": `{"name": "tv",`,
+		"bad time": map[string]any{"name": "tv", "price_cents": 100, "stock": 10,
+			"starts_at": "tomorrow", "ends_at": now.Add(time.Hour).Format(time.RFC3339)},
+		"missing end": map[string]any{"name": "tv", "price_cents": 100, "stock": 10, "starts_at": now.Format(time.RFC3339)},
+	} {
+		p := s.do("POST", "/v1/sales", admin, body).problem(t)
+		for _, e := range p.Errors {
+			if e.Message == "must be after starts_at" {
+				t.Errorf("%s: a phantom error beside the real one: %+v", name, p.Errors)
+			}
+		}
+		if len(p.Errors) != 1 {
+			t.Errorf("%s: %d errors, want the one: %+v", name, len(p.Errors), p.Errors)
+		}
+	}
+	valid := `{"name":"tv","price_cents":100,"stock":10,"starts_at":"` + now.Format(time.RFC3339) + `","ends_at":"` + now.Add(time.Hour).Format(time.RFC3339) + `"}`
+	for _, ct := range []string{"text/plain", "application/x-www-form-urlencoded"} {
+		r := s.do("POST", "/v1/sales", admin, valid, "Content-Type", ct)
+		if p := r.problem(t); r.status != http.StatusUnsupportedMediaType || p.Code != wire.CodeBadRequest {
+			t.Errorf("Content-Type %s: %d %s, want 415 %s", ct, r.status, r.body, wire.CodeBadRequest)
+		}
+	}
+	if n, _ := s.store.Client().Sale.Query().Count(context.Background()); n != 0 {
+		t.Fatalf("bad bodies wrote %d sales", n)
+	}
 }

@@ -62,7 +62,7 @@ func (s *Server) registerOperator() {
 		Description: "The database gets the units first, then Redis, which puts them on sale at once: buyers refused as sold out may buy again. A sale that has ended (or was cancelled) answers 409 ENDED.",
 		Tags:        []string{"sales"}, Security: bearer, Metadata: map[string]any{adminOnly: true},
 		MaxBodyBytes: 1 << 10,
-		Responses:    s.problems(errMalformed, errNoToken, errAdminsOnly, errNoSale, errEnded, errTooLarge, errInvalid, errUnavailable),
+		Responses:    s.problems(errMalformed, errNoToken, errAdminsOnly, errNoSale, errEnded, errTooLarge, errNotJSON, errInvalid, errUnavailable),
 	}, func(ctx context.Context, in *struct {
 		ID   string `path:"id" pattern:"^[0-9]+$" maxLength:"19" example:"7262577180163178496" doc:"The sale's id, as in the id of a sale."`
 		Body wire.AddUnitsBody

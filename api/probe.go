@@ -51,7 +51,7 @@ func (s *Server) registerProbe() {
 			"time out if no worker runs them, and stay in the namespace until its retention ends them.",
 		Tags: []string{"health"}, Security: bearer, Metadata: map[string]any{adminOnly: true},
 		MaxBodyBytes: 1 << 10,
-		Responses:    s.problems(errMalformed, errNoToken, errAdminsOnly, errTooLarge, errInvalid, errProbeRunning, errUnavailable),
+		Responses:    s.problems(errMalformed, errNoToken, errAdminsOnly, errTooLarge, errNotJSON, errInvalid, errProbeRunning, errUnavailable),
 	}, func(ctx context.Context, in *struct{ Body wire.EngineProbeBody }) (*struct{ Body wire.EngineProbe }, error) {
 		p, err := s.probe(ctx, in.Body.Workflows)
 		if err != nil {

@@ -42,7 +42,7 @@ func (s *Server) registerSales() {
 		Description: "Buyers may buy from `starts_at` until `ends_at`, one unit each, until the stock is gone.",
 		Security:    bearer, Metadata: map[string]any{adminOnly: true},
 		DefaultStatus: http.StatusCreated, MaxBodyBytes: 16 << 10,
-		Responses: s.problems(errMalformed, errNoToken, errAdminsOnly, errTooLarge, errInvalid, errUnavailable),
+		Responses: s.problems(errMalformed, errNoToken, errAdminsOnly, errTooLarge, errNotJSON, errInvalid, errUnavailable),
 	}, func(ctx context.Context, in *struct{ Body wire.CreateSaleBody }) (*saleOutput, error) {
 		sl, err := s.deps.Store.CreateSale(ctx, store.NewSale{
 			Name: in.Body.Name, PriceCents: in.Body.PriceCents, Stock: in.Body.Stock,
