@@ -84,15 +84,18 @@ type Latency struct {
 
 // Result is what a run measured.
 type Result struct {
-	Target      string `json:"target"`
-	SaleID      string `json:"sale_id"`
-	Users       int    `json:"users"`
-	Stock       int    `json:"stock"`
-	Requests    int    `json:"requests"`
-	Concurrency int    `json:"concurrency"`
-	Cores       int    `json:"cores"`
-	LoadBefore  string `json:"load_average_before"`
-	LoadAfter   string `json:"load_average_after"`
+	Target string `json:"target"`
+	SaleID string `json:"sale_id"`
+	// SaleWorkflowsURL lists the sale's order workflows in the Temporal
+	// Web UI (empty where the api names no UI).
+	SaleWorkflowsURL string `json:"sale_workflows_url,omitempty"`
+	Users            int    `json:"users"`
+	Stock            int    `json:"stock"`
+	Requests         int    `json:"requests"`
+	Concurrency      int    `json:"concurrency"`
+	Cores            int    `json:"cores"`
+	LoadBefore       string `json:"load_average_before"`
+	LoadAfter        string `json:"load_average_after"`
 
 	AdmissionStart   time.Time      `json:"admission_started_at"`
 	AdmissionSeconds float64        `json:"admission_seconds"`
@@ -217,6 +220,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, fmt.Errorf("create sale: %w", err)
 	}
 	r.SaleID = sale.ID
+	r.SaleWorkflowsURL = c.saleWorkflowsURL(ctx, sale.ID)
 	if err := waitUntil(ctx, starts); err != nil {
 		return nil, err
 	}

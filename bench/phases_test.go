@@ -70,3 +70,21 @@ func TestParsePGSources(t *testing.T) {
 		}
 	}
 }
+
+// The table names the sale and where its orders are in the Web UI, and
+// says in words what "all orders created" found.
+func TestTableNamesTheSale(t *testing.T) {
+	r := &Result{SaleID: "42", SaleWorkflowsURL: "http://127.0.0.1:8233/namespaces/default/workflows?query=SaleId%3D%2242%22",
+		AllCreated: true, Stats: Stats{Orders: map[string]int{}}}
+	out := r.Table()
+	for _, want := range []string{"sale 42; its orders in the Temporal Web UI: http://127.0.0.1:8233/namespaces/default/workflows?query=SaleId%3D%2242%22",
+		"(every accepted order awaits payment)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the table lacks %q:\n%s", want, out)
+		}
+	}
+	r.AllCreated = false
+	if out := r.Table(); !strings.Contains(out, "(NOT every accepted order awaits payment)") {
+		t.Errorf("an incomplete saga is not said so:\n%s", out)
+	}
+}

@@ -20,7 +20,12 @@ func (r *Result) Table() string {
 	row := func(k, f string, a ...any) { fmt.Fprintf(&b, "  %-26s %s\n", k, fmt.Sprintf(f, a...)) }
 	fmt.Fprintf(&b, "seckill bench: %d buyers (%d requests) race for %d units, concurrency %d, %s\n",
 		r.Users, r.Requests, r.Stock, r.Concurrency, r.Target)
-	fmt.Fprintf(&b, "machine: %d cores, load average %s before, %s after\n\n", r.Cores, r.LoadBefore, r.LoadAfter)
+	fmt.Fprintf(&b, "machine: %d cores, load average %s before, %s after\n", r.Cores, r.LoadBefore, r.LoadAfter)
+	if r.SaleWorkflowsURL != "" {
+		fmt.Fprintf(&b, "sale %s; its orders in the Temporal Web UI: %s\n\n", r.SaleID, r.SaleWorkflowsURL)
+	} else {
+		fmt.Fprintf(&b, "sale %s\n\n", r.SaleID)
+	}
 	b.WriteString("limits (measured before the sale, on the quiet system)\n")
 	if r.CeilingSeconds > 0 {
 		row("redis ceiling", "%.3f s for the same requests as bare reserve.lua calls", r.CeilingSeconds)
@@ -61,7 +66,11 @@ func (r *Result) Table() string {
 	}
 	if !r.AdmissionOnly {
 		b.WriteString("saga\n")
-		row("all orders created", "%.1f s after the first purchase (%v)", r.CreatedSeconds, r.AllCreated)
+		every := "every accepted order awaits payment"
+		if !r.AllCreated {
+			every = "NOT every accepted order awaits payment"
+		}
+		row("all orders created", "%.1f s after the first purchase (%s)", r.CreatedSeconds, every)
 		row("orders/s through the saga", "%.1f", r.OrdersPerSecond)
 		row("  load average", "%s before, %s after", r.SagaLoadBefore, r.SagaLoadAfter)
 		if r.SagaVsEngine > 0 {

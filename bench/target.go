@@ -2,11 +2,13 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -94,6 +96,29 @@ func (c *target) purchase(ctx context.Context, saleID, token string) (code, orde
 		return refused.Problem.Code, ""
 	}
 	return fmt.Sprintf("HTTP_%d", refused.StatusCode), ""
+}
+
+// saleWorkflowsURL is the Temporal Web UI's list of the sale's order
+// workflows, from the api's /v1/info; "" where the deployment names no UI.
+func (c *target) saleWorkflowsURL(ctx context.Context, saleID string) string {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/v1/info", nil)
+	if err != nil {
+		return ""
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	var info struct {
+		UI        string `json:"temporal_ui_url"`
+		Namespace string `json:"temporal_namespace"`
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&info) != nil || info.UI == "" {
+		return ""
+	}
+	return fmt.Sprintf("%s/namespaces/%s/workflows?query=%s", strings.TrimRight(info.UI, "/"), url.PathEscape(info.Namespace),
+		url.QueryEscape(`SaleId="`+saleID+`"`))
 }
 
 func (c *target) stats(ctx context.Context, saleID, admin string) (Stats, error) {
