@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -145,5 +147,58 @@ func TestDevDataDirIsLocked(t *testing.T) {
 	}
 	if first.Exited() {
 		t.Fatal("the first dev stopped")
+	}
+}
+
+// dev keeps its token secret with its data: the tokens it printed work
+// after a restart, and `seckill token` run beside it mints tokens it
+// accepts without being given the secret. Without a secret anywhere, the
+// command says what is missing, once.
+func TestDevTokensSurviveARestart(t *testing.T) {
+	testenv.RedisAddr(t)
+	dir := filepath.Join(t.TempDir(), "data")
+	port := testenv.FreePort(t)
+	api := fmt.Sprintf("http://127.0.0.1:%d", port)
+	startDev := func() *proc {
+		p := run(t, "dev", nil, "dev", "--data-dir", dir, "--seed-stock=0",
+			"--http-addr", fmt.Sprintf("127.0.0.1:%d", port), "--temporal-port=0", "--ui-port=-1")
+		waitReady(t, api+"/readyz", 60*time.Second)
+		testenv.Eventually(t, 10*time.Second, func() error {
+			if exported(p.Stdout(), "BUYER_TOKEN") == "" {
+				return errors.New("no BUYER_TOKEN printed yet")
+			}
+			return nil
+		})
+		return p
+	}
+	dev := startDev()
+	printed := exported(dev.Stdout(), "BUYER_TOKEN")
+	if !strings.Contains(dev.Stdout(), "Data           "+dir) {
+		t.Errorf("the banner does not name the data directory:\n%s", dev.Stdout())
+	}
+	token := func(env ...string) (string, string, error) {
+		cmd := exec.Command(testenv.Binary(t), "token", "--user", "bob")
+		cmd.Env = append(cmd.Environ(), env...)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		return strings.TrimSpace(string(out)), stderr.String(), err
+	}
+	minted, _, err := token("SECKILL_DATA_DIR=" + dir)
+	if err != nil {
+		t.Fatalf("seckill token beside dev: %v", err)
+	}
+	if code, took := dev.Interrupt(); code != 0 {
+		t.Fatalf("exit %d after %s", code, took)
+	}
+	startDev()
+	for name, tok := range map[string]string{"printed before the restart": printed, "minted by seckill token": minted} {
+		if status := call(t, "GET", api+"/v1/orders", tok, nil, nil); status != http.StatusOK {
+			t.Errorf("a token %s: GET /v1/orders = %d after the restart, want 200", name, status)
+		}
+	}
+	_, stderr, err := token("SECKILL_DATA_DIR=" + t.TempDir())
+	if err == nil || strings.Count(stderr, "is required") != 1 {
+		t.Errorf("seckill token without a secret: %v, want one error line saying what is required:\n%s", err, stderr)
 	}
 }

@@ -47,7 +47,7 @@ type BenchCmd struct {
 }
 
 func (c *BenchCmd) Run(ctx context.Context) error {
-	signer, err := c.signer()
+	signer, err := c.clientSigner()
 	if err != nil {
 		return err
 	}

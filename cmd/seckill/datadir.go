@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/seckill/seckill/auth"
 )
 
 // lockDataDir takes the data directory for this process alone: two
@@ -38,4 +40,42 @@ func lockDataDir(dir string) (unlock func(), err error) {
 		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
 	return func() { f.Close() }, nil
+}
+
+// devSecretName is the file in dev's data directory that holds its token
+// secret.
+const devSecretName = "jwt-secret"
+
+// devSecret returns the path of the data directory's token secret,
+// creating it (random, readable by its owner only) on the first start.
+func devSecret(dir string) (string, error) {
+	path := filepath.Join(dir, devSecretName)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, os.ErrExist) {
+		return path, nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("dev's token secret: %w", err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(auth.RandomSecret() + "\n"); err != nil {
+		return "", fmt.Errorf("dev's token secret: %w", err)
+	}
+	return path, nil
+}
+
+// devSecretHere is dev's token secret in this directory's data directory
+// (SECKILL_DATA_DIR or .seckill), if there is one: what `seckill token` and
+// `seckill bench` use when given no secret, so that they work against the
+// `seckill dev` started here without copying its secret around.
+func devSecretHere() string {
+	dir := os.Getenv("SECKILL_DATA_DIR")
+	if dir == "" {
+		dir = ".seckill"
+	}
+	path := filepath.Join(dir, devSecretName)
+	if _, err := os.Stat(path); err != nil {
+		return ""
+	}
+	return path
 }

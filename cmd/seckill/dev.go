@@ -49,13 +49,6 @@ type DevCmd struct {
 
 func (c *DevCmd) Run(ctx context.Context) error {
 	started := time.Now()
-	if !c.AuthFlags.set() {
-		c.JWTSecret = auth.RandomSecret() // tokens printed below are valid until the next start
-	}
-	signer, err := c.signer()
-	if err != nil {
-		return err
-	}
 	if !c.Memory {
 		if err := os.MkdirAll(c.DataDir, 0o755); err != nil {
 			return fmt.Errorf("data dir: %w", err)
@@ -65,6 +58,24 @@ func (c *DevCmd) Run(ctx context.Context) error {
 			return err
 		}
 		defer unlock()
+	}
+	if !c.AuthFlags.set() {
+		if c.Memory {
+			c.JWTSecret = auth.RandomSecret() // tokens printed below die with the process
+		} else {
+			// Kept with the data, so the tokens outlive a restart as the
+			// orders do, and `seckill token` and `seckill bench` run here
+			// find it.
+			file, err := devSecret(c.DataDir)
+			if err != nil {
+				return err
+			}
+			c.JWTSecretFile = file
+		}
+	}
+	signer, err := c.signer()
+	if err != nil {
+		return err
 	}
 
 	// The process has one sticky cache, made by its first worker: the
@@ -190,6 +201,11 @@ func (c *DevCmd) Run(ctx context.Context) error {
 		}
 		if demo != "" {
 			fmt.Fprintf(&b, "  Demo sale      %s\n", demo)
+		}
+		if c.Memory {
+			fmt.Fprintf(&b, "  Data           none kept (--memory): everything, tokens included, ends with this process\n")
+		} else {
+			fmt.Fprintf(&b, "  Data           %s (sales, orders, workflows, the token secret: all kept across restarts)\n", c.DataDir)
 		}
 		fmt.Fprintf(&b, "\n  export BUYER_TOKEN=%s\n  export ADMIN_TOKEN=%s\n\n", buyer, admin)
 		fmt.Print(b.String())

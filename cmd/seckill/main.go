@@ -70,8 +70,13 @@ func main() {
 		}()
 	}
 	if err := kctx.Run(&cli); err != nil {
-		slog.Error(err.Error())
-		fmt.Fprintln(os.Stderr, "seckill:", err)
+		// Once: a log line where logs are read by machines, a plain line
+		// for a person at a terminal.
+		if cli.LogFormat == "json" {
+			slog.Error(err.Error())
+		} else {
+			fmt.Fprintln(os.Stderr, "seckill:", err)
+		}
 		os.Exit(exitCode(err))
 	}
 }

@@ -44,7 +44,7 @@ func (a AuthFlags) signer() (*auth.Signer, error) {
 		return nil, err
 	}
 	if current == "" {
-		return nil, errors.New("--jwt-secret-file (SECKILL_JWT_SECRET_FILE) or SECKILL_JWT_SECRET is required")
+		return nil, errors.New("--jwt-secret-file (SECKILL_JWT_SECRET_FILE) or SECKILL_JWT_SECRET is required (seckill token and seckill bench find a seckill dev's own in ./.seckill when run where it runs)")
 	}
 	previous, err := secretFrom("jwt-previous-secret", "SECKILL_JWT_PREVIOUS_SECRET", a.JWTPreviousSecret, a.JWTPreviousSecretFile)
 	if err != nil {
@@ -54,6 +54,19 @@ func (a AuthFlags) signer() (*auth.Signer, error) {
 		return auth.NewSigner(current)
 	}
 	return auth.NewSigner(current, previous)
+}
+
+// clientSigner is signer for the commands that mint tokens for a running
+// system (token, bench): given no secret, they take that of the `seckill
+// dev` whose data directory is here, and say so on stderr.
+func (a AuthFlags) clientSigner() (*auth.Signer, error) {
+	if !a.set() {
+		if path := devSecretHere(); path != "" {
+			fmt.Fprintf(os.Stderr, "seckill: using the token secret of the seckill dev here (%s)\n", path)
+			a.JWTSecretFile = path
+		}
+	}
+	return a.signer()
 }
 
 // secretFrom is a secret given by value or by file (not both: which one

@@ -19,7 +19,7 @@ func (c *TokenCmd) Run() error {
 	if max := auth.MaxTTL(c.Role); c.TTL <= 0 || c.TTL > max {
 		return &exitError{code: 2, err: fmt.Errorf("--ttl %v: a token of role %s lives more than 0 and at most %v", c.TTL, c.Role, max)}
 	}
-	s, err := c.signer()
+	s, err := c.clientSigner()
 	if err != nil {
 		return err
 	}
