@@ -82,7 +82,8 @@ func TestSmallBench(t *testing.T) {
 	export := func(args ...string) string {
 		t.Helper()
 		cmd := exec.Command(testenv.Binary(t), append([]string{"export", "--api", api, "--sale", r.SaleID}, args...)...)
-		cmd.Env = append(cmd.Environ(), "SECKILL_TOKEN="+strings.TrimSpace(string(admin)))
+		// The name the tour exports it under (README), as dev prints it.
+		cmd.Env = append(cmd.Environ(), "ADMIN_TOKEN="+strings.TrimSpace(string(admin)))
 		out, err := cmd.Output()
 		if err != nil {
 			t.Fatalf("seckill export %v: %v", args, err)

@@ -41,10 +41,10 @@ type DevCmd struct {
 	TemporalPort      int    `name:"temporal-port" env:"SECKILL_TEMPORAL_PORT" default:"7233" help:"Port of the embedded Temporal frontend (0 = any free port)."`
 	UIPort            int    `name:"ui-port" env:"SECKILL_UI_PORT" default:"8233" help:"Port of the embedded Temporal Web UI (0 = any free port)."`
 	DataDir           string `name:"data-dir" env:"SECKILL_DATA_DIR" default:".seckill" help:"Where the embedded database and Temporal keep their state."`
-	Memory            bool   `name:"memory" help:"Keep nothing on disk (the embedded database and Temporal in memory)."`
+	Memory            bool   `name:"memory" env:"SECKILL_MEMORY" help:"Keep nothing on disk (the embedded database and Temporal in memory)."`
 	MetricsAddr       string `name:"metrics-addr" env:"SECKILL_METRICS_ADDR" default:"127.0.0.1:9091" help:"Where the process serves /metrics (loopback by default; empty = nowhere)."`
-	SeedStock         int    `name:"seed-stock" default:"100" help:"Units of the demo sale seeded at start (0 = no demo sale)."`
-	Verbose           bool   `name:"verbose" help:"Log the embedded Temporal server at info level instead of warn."`
+	SeedStock         int    `name:"seed-stock" env:"SECKILL_SEED_STOCK" default:"100" help:"Units of the demo sale seeded at start (0 = no demo sale)."`
+	Verbose           bool   `name:"verbose" env:"SECKILL_VERBOSE" help:"Log the embedded Temporal server at info level instead of warn."`
 }
 
 func (c *DevCmd) Run(ctx context.Context) error {
