@@ -242,6 +242,9 @@ func New(cfg Config, deps Deps) *Server {
 	hc := huma.DefaultConfig("seckill", "1.0.0")
 	hc.CreateHooks = nil // no $schema fields: the wire format is exactly the documented one
 	describe(&hc)
+	// /docs is the web package's, with its renderer in the binary: huma's
+	// own page loads it from a CDN, and is blank offline.
+	hc.DocsPath = ""
 	s.api = humago.New(s.mux, hc)
 	s.api.UseMiddleware(s.shed, s.authenticate, keepURL)
 	s.registerSales()

@@ -493,4 +493,13 @@ func TestDemoPage(t *testing.T) {
 			`(b => b && b.user_id === `+js(buyer)+` && b.token !== `+js(short)+` &&
 			document.querySelector("#live").dataset.state === "open")(JSON.parse(sessionStorage.getItem("seckill.buyer") || "null"))`)
 	})
+
+	// 11. The API reference renders from the binary alone: the machine has
+	// no way out, as a reader offline has none.
+	b.step(t, "11 the API reference works offline", func(t *testing.T) {
+		b.do("open /docs", 20*time.Second, chromedp.Navigate(base+"/docs"))
+		b.until("the reference lists the operations", 30*time.Second,
+			`document.body && document.body.innerText.includes("Create a sale (admin)") && document.body.innerText.includes("Buy one unit")`)
+		b.screenshot("docs")
+	})
 }

@@ -38,6 +38,13 @@ var contentTypes = map[string]string{
 const csp = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
 	"connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'; object-src 'none'"
 
+// docsCSP is the API reference's (/docs): Stoplight Elements, served from
+// here, sets inline styles and reads the OpenAPI document; it may reach
+// nothing else, and runs sandboxed as huma's own docs page did.
+const docsCSP = "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; " +
+	"font-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'; " +
+	"sandbox allow-same-origin allow-scripts"
+
 type asset struct {
 	body        []byte
 	contentType string
@@ -78,8 +85,13 @@ func mustLoad() map[string]asset {
 func Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		name := strings.TrimPrefix(r.URL.Path, "/")
-		if name == "" {
+		switch name {
+		case "":
 			name = "index.html"
+		case "docs":
+			// The API reference, with its renderer (docs/elements),
+			// from the binary rather than a CDN: it works offline.
+			name = "docs/index.html"
 		}
 		a, ok := assets[name]
 		if !ok {
@@ -92,7 +104,11 @@ func Handler() http.Handler {
 		h.Set("ETag", a.etag)
 		h.Set("X-Content-Type-Options", "nosniff")
 		if strings.HasSuffix(name, ".html") {
-			h.Set("Content-Security-Policy", csp)
+			policy := csp
+			if strings.HasPrefix(name, "docs/") {
+				policy = docsCSP
+			}
+			h.Set("Content-Security-Policy", policy)
 			h.Set("Referrer-Policy", "same-origin")
 			h.Set("X-Frame-Options", "DENY")
 		}

@@ -87,3 +87,36 @@ func TestPageIsSelfContainedAndEscapes(t *testing.T) {
 		}
 	}
 }
+
+// /docs is the API reference with its renderer served from here: it names
+// no other origin (huma's own page loaded Stoplight Elements from a CDN
+// and was blank offline), and runs under a CSP of its own.
+func TestDocsAreServedFromTheBinary(t *testing.T) {
+	srv := httptest.NewServer(Handler())
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/docs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "<elements-api") {
+		t.Fatalf("GET /docs: %d\n%s", resp.StatusCode, body)
+	}
+	if regexp.MustCompile(`https?://`).Match(body) {
+		t.Errorf("/docs names another origin:\n%s", body)
+	}
+	if got := resp.Header.Get("Content-Security-Policy"); got != docsCSP {
+		t.Errorf("/docs CSP %q, want %q", got, docsCSP)
+	}
+	for _, src := range regexp.MustCompile(`(?:src|href)="(/docs/[^"]+)"`).FindAllStringSubmatch(string(body), -1) {
+		r, err := http.Get(srv.URL + src[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Body.Close()
+		if r.StatusCode != http.StatusOK {
+			t.Errorf("GET %s: %d", src[1], r.StatusCode)
+		}
+	}
+}
