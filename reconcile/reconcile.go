@@ -111,7 +111,15 @@ func (rc *Reconciler) Sale(ctx context.Context, saleID int64) (Report, error) {
 			"sale_id", saleID, "lost", rep.LostAdmissions, "order_ids", rep.LostOrders)
 	}
 	if err == nil && (rep.Repaired() || rep.LostAdmissions > 0) {
-		rc.logger().Warn("reconciler repaired a sale", "sale_id", saleID, "rebuilt", rep.Rebuilt,
+		// A Redis that did not hold the sale at all (seckill dev's, at
+		// every start; one restarted empty) loaded again from the database
+		// is routine: INFO. Any other drift is worth a look: WARN. A lost
+		// admission has its ERROR above.
+		level := slog.LevelWarn
+		if rep.Rebuilt && rep.LostAdmissions == 0 && rep.StaleReleased == 0 {
+			level = slog.LevelInfo
+		}
+		rc.logger().Log(ctx, level, "reconciler repaired a sale", "sale_id", saleID, "rebuilt", rep.Rebuilt,
 			"buyers_restored", rep.BuyersRestored, "stale_released", rep.StaleReleased,
 			"remaining_fixed", rep.RemainingFixed, "remaining_was", rep.RemainingWas, "remaining_now", rep.RemainingNow)
 		if rc.OnRepair != nil {

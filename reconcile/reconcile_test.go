@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -351,4 +353,58 @@ func TestRestoredBuyerKeepsTheWinningKey(t *testing.T) {
 	if err != nil || got != 3000 {
 		t.Fatalf("retry of the winning request after the repair: %d, %v; want order 3000", got, err)
 	}
+}
+
+// A Redis that did not hold the sale, loaded again from the database with
+// nothing lost, is routine (seckill dev at every start): INFO, not WARN.
+// Drift beyond it stays a WARN.
+func TestARebuildThatLostNothingIsInfo(t *testing.T) {
+	rc, id := sale(t, 10, 4)
+	ctx := context.Background()
+	var logs levels
+	rc.Logger = slog.New(&logs)
+	if err := rc.Stock.Client().FlushDB(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := rc.Sale(ctx, id); err != nil || !rep.Rebuilt {
+		t.Fatalf("report %+v, %v; want rebuilt", rep, err)
+	}
+	if got := logs.of("reconciler repaired a sale"); !slices.Equal(got, []slog.Level{slog.LevelInfo}) {
+		t.Errorf("a rebuild that lost nothing logged at %v, want one INFO", got)
+	}
+	// A remaining count that drifted is a repair worth a look.
+	if err := rc.Stock.Client().Set(ctx, stock.KeysFor(id).Stock, 9, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	logs = levels{}
+	if rep, err := rc.Sale(ctx, id); err != nil || !rep.RemainingFixed {
+		t.Fatalf("report %+v, %v; want remaining fixed", rep, err)
+	}
+	if got := logs.of("reconciler repaired a sale"); !slices.Equal(got, []slog.Level{slog.LevelWarn}) {
+		t.Errorf("drift repaired logged at %v, want one WARN", got)
+	}
+}
+
+// levels records the level of each log line by message.
+type levels struct {
+	mu    sync.Mutex
+	lines map[string][]slog.Level
+}
+
+func (l *levels) Enabled(context.Context, slog.Level) bool { return true }
+func (l *levels) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lines == nil {
+		l.lines = map[string][]slog.Level{}
+	}
+	l.lines[r.Message] = append(l.lines[r.Message], r.Level)
+	return nil
+}
+func (l *levels) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *levels) WithGroup(string) slog.Handler      { return l }
+func (l *levels) of(msg string) []slog.Level {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lines[msg]
 }
