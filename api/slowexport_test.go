@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lib/pq"
 	_ "modernc.org/sqlite"
 
 	"github.com/seckill/seckill/api"
@@ -104,27 +103,6 @@ func stallExport(t *testing.T, s *system, path, token string) (*http.Response, n
 	return resp, conn
 }
 
-// heldSnapshots names the Postgres sessions of st's database, other than
-// the one asking, that sit in a transaction or hold a snapshot (an xmin
-// vacuum must respect) while running nothing; "" if none, and always on
-// SQLite.
-func heldSnapshots(t *testing.T, st *store.Store) string {
-	t.Helper()
-	if _, ok := st.DB().Driver().(*pq.Driver); !ok {
-		return ""
-	}
-	var held string
-	err := st.DB().QueryRowContext(context.Background(), `
-		SELECT coalesce(string_agg(format('pid %s (%s, xmin %s)', pid, state, coalesce(backend_xmin::text, 'none')), ', '), '')
-		FROM pg_stat_activity
-		WHERE datname = current_database() AND backend_type = 'client backend' AND pid <> pg_backend_pid()
-		  AND state <> 'active' AND (state LIKE 'idle in transaction%' OR backend_xmin IS NOT NULL)`).Scan(&held)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return held
-}
-
 // An export whose client never reads holds no database: beside it, the
 // reads answer at once, and no session sits in a transaction or holds a
 // snapshot.
@@ -159,7 +137,7 @@ func TestStalledExportHoldsNoDatabase(t *testing.T) {
 					t.Fatalf("GET %s beside the stalled export: %d", path, r.StatusCode)
 				}
 			}
-			if held := heldSnapshots(t, s.store); held != "" {
+			if held := testenv.HeldSnapshots(t, s.store); held != "" {
 				t.Fatalf("while its client stalls, the export holds %s", held)
 			}
 			if n := srv.ExportsRunning(); n != 1 {

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lib/pq"
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/ent"
@@ -103,7 +102,7 @@ func TestExportHoldsNothingBetweenPages(t *testing.T) {
 			if pages++; pages > 1 {
 				return nil
 			}
-			if held := heldSnapshots(t, st); held != "" {
+			if held := testenv.HeldSnapshots(t, st); held != "" {
 				t.Fatalf("while the reader takes a page, the export holds %s", held)
 			}
 			// Beside the export, as the workflows write: a row behind its
@@ -148,23 +147,3 @@ func TestExportHoldsNothingBetweenPages(t *testing.T) {
 	})
 }
 
-// heldSnapshots names the Postgres sessions of st's database, other than
-// the one asking, that sit in a transaction or hold a snapshot (an xmin
-// vacuum must respect) while running nothing; "" if none, and always on
-// SQLite.
-func heldSnapshots(t *testing.T, st *store.Store) string {
-	t.Helper()
-	if _, ok := st.DB().Driver().(*pq.Driver); !ok {
-		return ""
-	}
-	var held string
-	err := st.DB().QueryRowContext(context.Background(), `
-		SELECT coalesce(string_agg(format('pid %s (%s, xmin %s)', pid, state, coalesce(backend_xmin::text, 'none')), ', '), '')
-		FROM pg_stat_activity
-		WHERE datname = current_database() AND backend_type = 'client backend' AND pid <> pg_backend_pid()
-		  AND state <> 'active' AND (state LIKE 'idle in transaction%' OR backend_xmin IS NOT NULL)`).Scan(&held)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return held
-}

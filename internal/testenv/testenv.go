@@ -25,7 +25,7 @@ import (
 	"testing"
 	"time"
 
-	_ "github.com/lib/pq"
+	"github.com/lib/pq"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/store"
@@ -204,4 +204,25 @@ func Eventually(t testing.TB, timeout time.Duration, cond func() error) {
 		time.Sleep(interval)
 		interval = min(interval*2, 500*time.Millisecond)
 	}
+}
+
+// HeldSnapshots names the Postgres sessions of st's database, other than
+// the one asking, that sit in a transaction or hold a snapshot (an xmin
+// vacuum must respect) while running nothing; "" if none, and always on
+// SQLite.
+func HeldSnapshots(t testing.TB, st *store.Store) string {
+	t.Helper()
+	if _, ok := st.DB().Driver().(*pq.Driver); !ok {
+		return ""
+	}
+	var held string
+	err := st.DB().QueryRowContext(context.Background(), `
+		SELECT coalesce(string_agg(format('pid %s (%s, xmin %s)', pid, state, coalesce(backend_xmin::text, 'none')), ', '), '')
+		FROM pg_stat_activity
+		WHERE datname = current_database() AND backend_type = 'client backend' AND pid <> pg_backend_pid()
+		  AND state <> 'active' AND (state LIKE 'idle in transaction%' OR backend_xmin IS NOT NULL)`).Scan(&held)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return held
 }
