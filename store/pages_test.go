@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/ent"
 	"github.com/seckill/seckill/ent/order"
@@ -146,4 +145,3 @@ func TestExportHoldsNothingBetweenPages(t *testing.T) {
 		}
 	})
 }
-
