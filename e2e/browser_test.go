@@ -293,6 +293,11 @@ func TestDemoPage(t *testing.T) {
 		}
 		b.until("the countdown ticks", 3*time.Second,
 			`(t => t.startsWith("Starts in 00:0") && t !== `+js(countdown)+`)(document.querySelector(`+js(card+` .countdown`)+`).textContent)`)
+		// Nobody is signed in yet: the live pill says why nothing is live,
+		// not "offline", which reads as a fault.
+		if live := value(b, "live pill", chromedp.Text(chromedp.CSS(`#live`))); live != "no live updates until you sign in" {
+			t.Errorf("signed out, the live pill says %q", live)
+		}
 		// A marker that a reload would wipe out.
 		b.do("mark the page", 5*time.Second, chromedp.Evaluate[chromedp.Void](`window.e2eNoReload = "still here"`))
 		b.screenshot("countdown")
@@ -339,9 +344,14 @@ func TestDemoPage(t *testing.T) {
 		if line := value(b, "place in line", chromedp.Text(chromedp.CSS(pending))); line != "You are #1 in line" {
 			t.Errorf("a PENDING order shows %q, want %q", line, "You are #1 in line")
 		}
+		if msg := value(b, "message", chromedp.Text(chromedp.CSS(`#message .message-text`))); !strings.Contains(msg, "is being placed") {
+			t.Errorf("the message after a 202 is %q", msg)
+		}
 		b.screenshot("in-line")
 		b.do("the order is placed", 30*time.Second,
 			chromedp.WaitVisible(chromedp.CSS(`#orders li[data-status="AWAITING_PAYMENT"]`)))
+		// "Being placed" is no longer true: the message gives way.
+		b.until("the placing message is gone", 5*time.Second, `document.querySelector("#message").hidden`)
 		if line := value(b, "place in line", chromedp.Text(chromedp.CSS(`#orders li[data-status="AWAITING_PAYMENT"] .order-line`))); line != "" {
 			t.Errorf("an order awaiting payment shows %q", line)
 		}

@@ -46,6 +46,7 @@
     operator: sessionStorage.getItem("seckill.operator") === "1",
     orders: new Map(), // id -> {id, sale_id, status, reason, amount_cents, queue_position, eta_seconds, at, via}
     busy: new Set(), // "buy:<sale>", "pay:<order>", "cancel:<order>"
+    placing: null, // the order the "being placed" message speaks of
     ws: null,
     wsGen: 0,
     wsRetries: 0,
@@ -120,7 +121,8 @@
 
   function clock(ms) {
     if (!Number.isFinite(ms)) return "";
-    return new Date(ms).toLocaleTimeString(undefined, { hour: "2-digit", minute: "2-digit", second: "2-digit" });
+    // With the zone: a buyer and an operator may not share one.
+    return new Date(ms).toLocaleTimeString(undefined, { hour: "2-digit", minute: "2-digit", second: "2-digit", timeZoneName: "short" });
   }
 
   // duration renders ms as 1d 02:03:04, 02:03:04 or 03:04.
@@ -410,7 +412,9 @@
   function setLive(s) {
     const live = $("#live");
     setAttr(live, "data-state", s);
-    setText(live, { open: "live", connecting: "connecting…", off: "offline" }[s] || s);
+    // Signed out, no socket is expected: the pill says so instead of
+    // "offline", which reads as a fault.
+    setText(live, { open: "live", connecting: "connecting…", off: "offline", "signed-out": "no live updates until you sign in" }[s] || s);
   }
 
   function connectWS() {
@@ -423,7 +427,7 @@
       old.close(1000);
     }
     if (!state.buyer) {
-      setLive("off");
+      setLive("signed-out");
       return;
     }
     const gen = state.wsGen;
@@ -533,6 +537,12 @@
       next.flash = true;
     }
     state.orders.set(id, next);
+    if (state.placing === id && status !== "PENDING") {
+      // The message spoke of the order as being placed: it is not any more,
+      // and its line below says what it is.
+      state.placing = null;
+      clearMessage();
+    }
     renderOrders();
   }
 
@@ -834,6 +844,7 @@
       if (data && data.order_id) {
         applyOrder({ order_id: data.order_id, sale_id: saleID, status: data.status || "PENDING" }, "http");
         showMessage("ok", "", `Got one! Order ${data.order_id} is being placed; its result arrives here live.`);
+        state.placing = String(data.order_id);
       }
       refreshSales();
     } catch (e) {
