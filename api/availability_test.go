@@ -1,8 +1,11 @@
 package api_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -11,6 +14,7 @@ import (
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/stock"
+	"github.com/seckill/seckill/store"
 )
 
 func TestPurchasesQueueWhileTemporalIsDown(t *testing.T) {
@@ -69,5 +73,42 @@ func TestRedisDownAnswers503AndReservesNothing(t *testing.T) {
 	s.do("GET", "/readyz", "", nil).decode(t, &ready)
 	if ready.Redis != "down" || ready.Ready {
 		t.Fatalf("readyz with Redis down: %+v", ready)
+	}
+}
+
+// /readyz names the database the orders live in: its "postgres" field
+// answers for SQLite on seckill dev, and said nothing of it before.
+func TestReadinessNamesTheDatabase(t *testing.T) {
+	for _, kind := range []string{"postgres", "sqlite"} {
+		t.Run(kind, func(t *testing.T) {
+			db := testenv.Store(t)
+			if kind == "sqlite" {
+				var err error
+				if db, err = store.Open(t.Context(), "sqlite:"+filepath.Join(t.TempDir(), "seckill.db")); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { db.Close() })
+				if err := db.Migrate(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			srv, _, _ := admissionOnlyOn(t, api.Config{}, db)
+			hs := httptest.NewServer(srv.Handler())
+			defer hs.Close()
+			resp, err := http.Get(hs.URL + "/readyz")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var ready api.Readiness
+			if err := json.NewDecoder(resp.Body).Decode(&ready); err != nil {
+				t.Fatal(err)
+			}
+			// Temporal is not there: 503, and the body still says what the
+			// database is and that it answers.
+			if ready.Database != kind || ready.Postgres != "ok" {
+				t.Fatalf("readyz %+v, want database %s answering", ready, kind)
+			}
+		})
 	}
 }

@@ -13,8 +13,11 @@ import (
 
 // Readiness reports each dependency.
 type Readiness struct {
-	Ready    bool   `json:"ready" doc:"Whether all three answer."`
-	Postgres string `json:"postgres" enum:"ok,down" example:"ok"`
+	Ready bool `json:"ready" doc:"Whether all three answer."`
+	// Database is which database the api stores orders in: the field
+	// below is named for Postgres, and answers for SQLite on seckill dev.
+	Database string `json:"database" enum:"postgres,sqlite" example:"postgres" doc:"The database the orders are stored in: postgres, or sqlite (seckill dev's embedded one), whose state the postgres field then gives."`
+	Postgres string `json:"postgres" enum:"ok,down" example:"ok" doc:"Whether the database answers (named for Postgres; with database sqlite, it is SQLite's)."`
 	Redis    string `json:"redis" enum:"ok,down" example:"ok"`
 	Temporal string `json:"temporal" enum:"ok,down" example:"ok"`
 }
@@ -72,7 +75,7 @@ func (s *Server) readiness(ctx context.Context) Readiness {
 		}
 		return "ok"
 	}
-	var r Readiness
+	r := Readiness{Database: s.deps.Store.Kind()}
 	var wg sync.WaitGroup
 	wg.Go(func() { r.Postgres = check(s.deps.Store.Ping(ctx)) })
 	wg.Go(func() { r.Redis = check(s.deps.Stock.Client().Ping(ctx).Err()) })

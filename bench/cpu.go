@@ -108,7 +108,11 @@ func ParseCPUSources(flags []string) ([]CPUSource, error) {
 // DefaultCPUSources are the sources used when no --cpu is given: the api's
 // /metrics (its internal listener's, if known), Redis when its address is
 // known, and the local postgres processes if there are any.
-func DefaultCPUSources(apiMetrics string, withRedis bool) []CPUSource {
+//
+// database is the target's, as its /readyz names it (TargetDatabase):
+// "sqlite" leaves Postgres out, which would otherwise count a Postgres
+// that runs here but serves something else.
+func DefaultCPUSources(apiMetrics string, withRedis bool, database string) []CPUSource {
 	var out []CPUSource
 	if apiMetrics != "" {
 		out = append(out, CPUSource{Name: "api", Spec: apiMetrics, kind: cpuMetrics, arg: apiMetrics})
@@ -116,7 +120,7 @@ func DefaultCPUSources(apiMetrics string, withRedis bool) []CPUSource {
 	if withRedis {
 		out = append(out, CPUSource{Name: "redis", Spec: "redis", kind: cpuRedis})
 	}
-	if fs, err := procfs.NewDefaultFS(); err == nil {
+	if fs, err := procfs.NewDefaultFS(); err == nil && database != "sqlite" {
 		if s, err := commSample(fs, "postgres"); err == nil && len(s) > 0 {
 			out = append(out, CPUSource{Name: "postgres", Spec: "comm:postgres", kind: cpuComm, arg: "postgres"})
 		}

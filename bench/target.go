@@ -98,6 +98,28 @@ func (c *target) purchase(ctx context.Context, saleID, token string) (code, orde
 	return fmt.Sprintf("HTTP_%d", refused.StatusCode), ""
 }
 
+// TargetDatabase is the database the api at target stores its orders in,
+// as its /readyz says ("postgres" or "sqlite"; "" if it does not say,
+// as builds before the field did not).
+func TargetDatabase(ctx context.Context, target string) string {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(target, "/")+"/readyz", nil)
+	if err != nil {
+		return ""
+	}
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	var r struct {
+		Database string `json:"database"`
+	}
+	if json.NewDecoder(resp.Body).Decode(&r) != nil {
+		return ""
+	}
+	return r.Database
+}
+
 // saleWorkflowsURL is the Temporal Web UI's list of the sale's order
 // workflows, from the api's /v1/info; "" where the deployment names no UI.
 func (c *target) saleWorkflowsURL(ctx context.Context, saleID string) string {

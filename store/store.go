@@ -120,6 +120,15 @@ func (s *Store) DB() *sql.DB { return s.sql }
 // Ping checks the database answers.
 func (s *Store) Ping(ctx context.Context) error { return s.sql.PingContext(ctx) }
 
+// Kind is the database the store runs on: "postgres", or "sqlite" (seckill
+// dev's embedded database).
+func (s *Store) Kind() string {
+	if s.dialect == dialectPostgres {
+		return "postgres"
+	}
+	return "sqlite"
+}
+
 // Client exposes the ent client for read-only reports (audit, stats).
 func (s *Store) Client() *ent.Client { return s.db }
 

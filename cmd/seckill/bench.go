@@ -75,7 +75,7 @@ func (c *BenchCmd) Run(ctx context.Context) error {
 	} else {
 		opts.NotMeasured["engine_ceiling"] = "--engine-workflows 0"
 	}
-	sources := bench.DefaultCPUSources(c.MetricsURL, ro != nil)
+	sources := bench.DefaultCPUSources(c.MetricsURL, ro != nil, bench.TargetDatabase(ctx, c.Target))
 	if len(c.CPU) > 0 {
 		if sources, err = bench.ParseCPUSources(c.CPU); err != nil {
 			return err
