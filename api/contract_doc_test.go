@@ -181,8 +181,8 @@ func pascal(id string) string {
 	return b.String()
 }
 
-// The committed document says what generated clients rely on (SPEC.md §5,
-// "The contract is for generated clients").
+// The committed document says what generated clients rely on
+// (docs/design.md §6.5, "The OpenAPI contract").
 func TestDocumentForGeneratedClients(t *testing.T) {
 	d, raw := committedDocument(t)
 	if d.Info.Contact == nil || d.Info.Contact.Name == "" || d.Info.License == nil || d.Info.License.Name == "" {
