@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -200,5 +201,60 @@ func TestDevTokensSurviveARestart(t *testing.T) {
 	_, stderr, err := token("SECKILL_DATA_DIR=" + t.TempDir())
 	if err == nil || strings.Count(stderr, "is required") != 1 {
 		t.Errorf("seckill token without a secret: %v, want one error line saying what is required:\n%s", err, stderr)
+	}
+}
+
+// A data directory made by an earlier build (no format marker) is
+// upgraded in place; one made by a newer build is refused, naming
+// --reset, which starts afresh.
+func TestDevDataDirFormat(t *testing.T) {
+	testenv.RedisAddr(t)
+	dir := filepath.Join(t.TempDir(), "data")
+	port := testenv.FreePort(t)
+	api := fmt.Sprintf("http://127.0.0.1:%d", port)
+	dev := func(args ...string) *proc {
+		return run(t, "dev", []string{"SECKILL_JWT_SECRET=" + secret}, append([]string{"dev", "--data-dir", dir, "--seed-stock=0",
+			"--http-addr", fmt.Sprintf("127.0.0.1:%d", port), "--temporal-port=0", "--ui-port=-1"}, args...)...)
+	}
+	stop := func(p *proc) {
+		if code, took := p.Interrupt(); code != 0 {
+			t.Fatalf("exit %d after %s", code, took)
+		}
+	}
+	admin, _ := tokens(t)
+	first := dev()
+	waitReady(t, api+"/readyz", 60*time.Second)
+	sale := openSale(t, api, admin, 3)
+	stop(first)
+
+	// As an earlier build left it: no marker.
+	if err := os.Remove(filepath.Join(dir, "format")); err != nil {
+		t.Fatal(err)
+	}
+	older := dev()
+	waitReady(t, api+"/readyz", 60*time.Second)
+	if !strings.Contains(older.Output(), "upgraded in place") {
+		t.Errorf("no word of the upgrade:\n%s", older.Output())
+	}
+	if s, err := client.New(api, "", nil).Sale(context.Background(), sale); err != nil || s.ID != sale {
+		t.Fatalf("the sale after the upgrade: %+v %v", s, err)
+	}
+	stop(older)
+
+	// As a newer build would leave it.
+	if err := os.WriteFile(filepath.Join(dir, "format"), []byte("999\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	refused := dev()
+	if code := refused.ExitCode(); code == 0 || !strings.Contains(refused.Output(), "made by a newer seckill") || !strings.Contains(refused.Output(), "--reset") {
+		t.Fatalf("a newer data directory: exit %d\n%s", code, refused.Output())
+	}
+	dev("--reset")
+	waitReady(t, api+"/readyz", 60*time.Second)
+	if _, err := client.New(api, "", nil).Sale(context.Background(), sale); err == nil {
+		t.Fatal("the sale survived --reset")
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "format")); strings.TrimSpace(string(b)) != "1" {
+		t.Errorf("format after --reset: %q", b)
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -78,4 +79,50 @@ func devSecretHere() string {
 		return ""
 	}
 	return path
+}
+
+// dataFormat is the version of what `seckill dev` keeps in its data
+// directory. A directory without the marker was made before it existed
+// and is upgraded in place (the schemas migrate on start); one made by a
+// newer build is refused, with the way to start fresh.
+const (
+	dataFormat     = 1
+	dataFormatName = "format"
+)
+
+// prepareDataDir checks the data directory's format, or with reset deletes
+// what an earlier dev kept there, and marks it with this build's format.
+// The caller holds the directory's lock.
+func prepareDataDir(dir string, reset bool) error {
+	marker := filepath.Join(dir, dataFormatName)
+	if reset {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			return fmt.Errorf("reset %s: %w", dir, err)
+		}
+		for _, e := range entries {
+			if e.Name() == "lock" { // held by this process
+				continue
+			}
+			if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+				return fmt.Errorf("reset %s: %w", dir, err)
+			}
+		}
+		slog.Info("--reset: deleted what the data directory kept (sales, orders, workflows, the token secret)", "dir", dir)
+	}
+	b, err := os.ReadFile(marker)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		if _, serr := os.Stat(filepath.Join(dir, "seckill.db")); serr == nil {
+			slog.Info("data directory made by an earlier build: upgraded in place", "dir", dir)
+		}
+	case err != nil:
+		return fmt.Errorf("data dir: %w", err)
+	default:
+		got, perr := strconv.Atoi(strings.TrimSpace(string(b)))
+		if perr != nil || got > dataFormat {
+			return fmt.Errorf("the data directory %s was made by a newer seckill (format %q, this build reads %d): run that build, or start fresh with --reset, which deletes its data", dir, strings.TrimSpace(string(b)), dataFormat)
+		}
+	}
+	return os.WriteFile(marker, []byte(strconv.Itoa(dataFormat)+"\n"), 0o644)
 }

@@ -42,6 +42,7 @@ type DevCmd struct {
 	UIPort            int    `name:"ui-port" env:"SECKILL_UI_PORT" default:"8233" help:"Port of the embedded Temporal Web UI (0 = any free port)."`
 	DataDir           string `name:"data-dir" env:"SECKILL_DATA_DIR" default:".seckill" help:"Where the embedded database and Temporal keep their state."`
 	Memory            bool   `name:"memory" env:"SECKILL_MEMORY" help:"Keep nothing on disk (the embedded database and Temporal in memory)."`
+	Reset             bool   `name:"reset" env:"SECKILL_RESET" help:"Delete what --data-dir kept (sales, orders, workflows, the token secret) before starting: a fresh start."`
 	MetricsAddr       string `name:"metrics-addr" env:"SECKILL_METRICS_ADDR" default:"127.0.0.1:9091" help:"Where the process serves /metrics (loopback by default; empty = nowhere)."`
 	SeedStock         int    `name:"seed-stock" env:"SECKILL_SEED_STOCK" default:"100" help:"Units of the demo sale seeded at start (0 = no demo sale)."`
 	Verbose           bool   `name:"verbose" env:"SECKILL_VERBOSE" help:"Log the embedded Temporal server at info level instead of warn."`
@@ -58,6 +59,9 @@ func (c *DevCmd) Run(ctx context.Context) error {
 			return err
 		}
 		defer unlock()
+		if err := prepareDataDir(c.DataDir, c.Reset); err != nil {
+			return err
+		}
 	}
 	if !c.AuthFlags.set() {
 		if c.Memory {
