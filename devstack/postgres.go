@@ -1,9 +1,18 @@
 package devstack
 
 import (
+	"context"
+	"database/sql"
+	"errors"
 	"fmt"
+	"net"
 	"net/url"
+	"strconv"
 	"strings"
+	"syscall"
+	"time"
+
+	_ "github.com/lib/pq" // forgetDeadMembers' own connection
 
 	"go.temporal.io/server/common/config"
 	"go.temporal.io/server/common/log"
@@ -96,7 +105,73 @@ func preparePostgres(p PostgresStore) (store, visibility *config.SQL, err error)
 			return nil, nil, redact.Error(err, p.URL, visURL)
 		}
 	}
+	if err := forgetDeadMembers(p.URL); err != nil {
+		return nil, nil, redact.Error(err, p.URL)
+	}
 	return store, visibility, nil
+}
+
+// forgetDeadMembers deletes the cluster membership rows of members whose
+// membership address refuses connections: processes of this cluster that
+// have ended. A process restarted within ringpop's 20 s takes the rows its
+// previous run left for live seeds, cannot join them, and dies a minute
+// later with "failed to start ringpop" (prepareFile's forgetMembership,
+// for a SQLite file that has one server only). On Postgres several
+// processes share the table, so only a member that refuses a connection is
+// taken for gone: a live one listens, and one that was only slow to
+// answer rewrites its row at its next heartbeat.
+func forgetDeadMembers(rawURL string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	db, err := sql.Open("postgres", rawURL)
+	if err != nil {
+		return fmt.Errorf("devstack: cluster membership: %w", err)
+	}
+	defer db.Close()
+	rows, err := db.QueryContext(ctx, `SELECT membership_partition, host_id, rpc_address, rpc_port FROM cluster_membership LIMIT 1000`)
+	if err != nil {
+		return fmt.Errorf("devstack: cluster membership: %w", err)
+	}
+	type member struct {
+		partition int
+		host      []byte
+		addr      string
+	}
+	var members []member
+	for rows.Next() {
+		var m member
+		var host string
+		var port int
+		if err := rows.Scan(&m.partition, &m.host, &host, &port); err != nil {
+			rows.Close()
+			return fmt.Errorf("devstack: cluster membership: %w", err)
+		}
+		m.addr = net.JoinHostPort(host, strconv.Itoa(port))
+		members = append(members, m)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("devstack: cluster membership: %w", err)
+	}
+	refused := map[string]bool{} // by address: one dial each
+	for _, m := range members {
+		gone, seen := refused[m.addr]
+		if !seen {
+			conn, err := net.DialTimeout("tcp", m.addr, 500*time.Millisecond)
+			if err == nil {
+				conn.Close()
+			}
+			gone = errors.Is(err, syscall.ECONNREFUSED)
+			refused[m.addr] = gone
+		}
+		if !gone {
+			continue
+		}
+		if _, err := db.ExecContext(ctx, `DELETE FROM cluster_membership WHERE membership_partition = $1 AND host_id = $2`, m.partition, m.host); err != nil {
+			return fmt.Errorf("devstack: cluster membership: %w", err)
+		}
+	}
+	return nil
 }
 
 // ensurePostgresSchema creates the database if it is missing, then sets up

@@ -48,6 +48,9 @@ func runTour(t *testing.T, api, adminToken, buyerToken string) {
 		"API="+api, "ADMIN_TOKEN="+adminToken, "BUYER_TOKEN="+buyerToken)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
+	// A child the tour left behind (seckill watch) may hold the output
+	// open: once bash has exited, Wait stops copying after this long.
+	cmd.WaitDelay = 5 * time.Second
 	done := make(chan error, 1)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -60,6 +63,7 @@ func runTour(t *testing.T, api, adminToken, buyerToken string) {
 		}
 	case <-time.After(3 * time.Minute):
 		_ = cmd.Process.Kill()
+		<-done // the output is read once nothing writes it any more
 		t.Fatalf("README tour hung:\n%s", out.String())
 	}
 	text := out.String()
