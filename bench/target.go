@@ -100,47 +100,42 @@ func (c *target) purchase(ctx context.Context, saleID, token string) (code, orde
 
 // TargetDatabase is the database the api at target stores its orders in,
 // as its /readyz says ("postgres" or "sqlite"; "" if it does not say,
-// as builds before the field did not).
+// as builds before the field did not). A 503 of /readyz says it too.
 func TargetDatabase(ctx context.Context, target string) string {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(target, "/")+"/readyz", nil)
-	if err != nil {
-		return ""
-	}
-	resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
-	if err != nil {
-		return ""
-	}
-	defer resp.Body.Close()
 	var r struct {
 		Database string `json:"database"`
 	}
-	if json.NewDecoder(resp.Body).Decode(&r) != nil {
-		return ""
-	}
+	_, _ = getJSON(ctx, &http.Client{Timeout: 5 * time.Second}, strings.TrimRight(target, "/")+"/readyz", &r)
 	return r.Database
 }
 
 // saleWorkflowsURL is the Temporal Web UI's list of the sale's order
 // workflows, from the api's /v1/info; "" where the deployment names no UI.
 func (c *target) saleWorkflowsURL(ctx context.Context, saleID string) string {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/v1/info", nil)
-	if err != nil {
-		return ""
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return ""
-	}
-	defer resp.Body.Close()
 	var info struct {
 		UI        string `json:"temporal_ui_url"`
 		Namespace string `json:"temporal_namespace"`
 	}
-	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&info) != nil || info.UI == "" {
+	if status, err := getJSON(ctx, c.http, c.base+"/v1/info", &info); err != nil || status != http.StatusOK || info.UI == "" {
 		return ""
 	}
 	return fmt.Sprintf("%s/namespaces/%s/workflows?query=%s", strings.TrimRight(info.UI, "/"), url.PathEscape(info.Namespace),
 		url.QueryEscape(`SaleId="`+saleID+`"`))
+}
+
+// getJSON GETs u and decodes its JSON body into out, whatever the status,
+// which it returns.
+func getJSON(ctx context.Context, hc *http.Client, u string, out any) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	return resp.StatusCode, json.NewDecoder(resp.Body).Decode(out)
 }
 
 func (c *target) stats(ctx context.Context, saleID, admin string) (Stats, error) {
