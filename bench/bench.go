@@ -264,11 +264,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		// writes none.
 		from := wave
 		from.pg = preWave.pg
-		unavailable := map[string]string{}
-		if r.CPU != nil {
-			unavailable = r.CPU.Unavailable
-		}
-		r.Phases = append(r.Phases, newPhase(PhasePlace, r.Accepted, r.AllCreated, from, created, nil, unavailable))
+		r.Phases = append(r.Phases, newPhase(PhasePlace, r.Accepted, r.AllCreated, from, created, nil, r.cpuUnavailable()))
 		c.lifePhases(ctx, r, o, sale.ID, admin, accepted, begin, deadline)
 		// Every 202 by its order id, not only their count: a loss shows
 		// even where another order would make the count come out right.

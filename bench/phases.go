@@ -200,6 +200,16 @@ func newPhase(name string, orders int, complete bool, from, to probe, lat []time
 	return ph
 }
 
+// cpuUnavailable is where a phase records the CPU sources it could not
+// read: the run's, or a map of its own when the run samples no CPU (and
+// newPhase then has nothing to record).
+func (r *Result) cpuUnavailable() map[string]string {
+	if r.CPU != nil {
+		return r.CPU.Unavailable
+	}
+	return map[string]string{}
+}
+
 // phaseTable renders the phases: one column each.
 func phaseTable(b *strings.Builder, row func(k, f string, a ...any), phases []OrderPhase) {
 	if len(phases) == 0 {

@@ -51,24 +51,12 @@ func (c *target) lifePhases(ctx context.Context, r *Result, o Options, saleID, a
 	slices.Sort(ids)
 	nPay := int(float64(len(ids)) * o.Pay)
 	nCancel := int(float64(len(ids)) * o.Cancel)
-	unavailable := map[string]string{}
-	if r.CPU != nil {
-		unavailable = r.CPU.Unavailable
-	}
 	ends := time.Now()
 	if nPay > 0 {
-		from := o.probe(ctx)
-		paid, lat := c.act(ctx, accepted, ids[:nPay], "pay", o, newBar(o.Progress, nPay, "pay"))
-		r.Paid = paid
-		settled := c.awaitSettled(ctx, saleID, admin, deadline, func(st Stats) bool { return st.Orders["PAID"] == r.Paid })
-		r.Phases = append(r.Phases, newPhase(PhasePay, nPay, settled && paid == nPay, from, o.probe(ctx), lat, unavailable))
+		r.Paid = c.actPhase(ctx, r, o, saleID, admin, accepted, ids[:nPay], PhasePay, "PAID", deadline)
 	}
 	if nCancel > 0 {
-		from := o.probe(ctx)
-		cancelled, lat := c.act(ctx, accepted, ids[nPay:nPay+nCancel], "cancel", o, newBar(o.Progress, nCancel, "cancel"))
-		r.Cancelled = cancelled
-		settled := c.awaitSettled(ctx, saleID, admin, deadline, func(st Stats) bool { return st.Orders["CANCELLED"] == r.Cancelled })
-		r.Phases = append(r.Phases, newPhase(PhaseCancel, nCancel, settled && cancelled == nCancel, from, o.probe(ctx), lat, unavailable))
+		r.Cancelled = c.actPhase(ctx, r, o, saleID, admin, accepted, ids[nPay:nPay+nCancel], PhaseCancel, "CANCELLED", deadline)
 	}
 	if nPay+nCancel > 0 {
 		r.EndSeconds = time.Since(ends).Seconds()
@@ -95,9 +83,21 @@ func (c *target) lifePhases(ctx context.Context, r *Result, o Options, saleID, a
 		return st.Orders["EXPIRED"] == nExpire
 	})
 	bar.finish()
-	ph := newPhase(PhaseExpire, nExpire, settled && note == "", from, o.probe(ctx), nil, unavailable)
+	ph := newPhase(PhaseExpire, nExpire, settled && note == "", from, o.probe(ctx), nil, r.cpuUnavailable())
 	ph.Note = note
 	r.Phases = append(r.Phases, ph)
+}
+
+// actPhase runs the pay or cancel phase (name) for ids, as their buyers:
+// the requests, then the wait until the sale settles with status counting
+// the ones that succeeded; it records the phase and returns that count.
+func (c *target) actPhase(ctx context.Context, r *Result, o Options, saleID, admin string, accepted map[string]string, ids []string,
+	name, status string, deadline time.Time) int {
+	from := o.probe(ctx)
+	done, lat := c.act(ctx, accepted, ids, name, o, newBar(o.Progress, len(ids), name))
+	settled := c.awaitSettled(ctx, saleID, admin, deadline, func(st Stats) bool { return st.Orders[status] == done })
+	r.Phases = append(r.Phases, newPhase(name, len(ids), settled && done == len(ids), from, o.probe(ctx), lat, r.cpuUnavailable()))
+	return done
 }
 
 // awaitSettled polls the sale's stats until done holds and the sale has
@@ -118,7 +118,7 @@ func (c *target) awaitSettled(ctx context.Context, saleID, admin string, deadlin
 	}
 }
 
-// act pays or cancels the orders ids as their buyers, returning how many
+// act pays or cancels (action: PhasePay or PhaseCancel) the orders ids as their buyers, returning how many
 // succeeded and every request's time.
 func (c *target) act(ctx context.Context, accepted map[string]string, ids []string, action string, o Options, bar *bar) (ok int, lat []time.Duration) {
 	jobs := make(chan string)
@@ -131,7 +131,7 @@ func (c *target) act(ctx context.Context, accepted map[string]string, ids []stri
 				buyer := c.api.WithToken(accepted[id])
 				start := time.Now()
 				var err error
-				if action == "pay" {
+				if action == PhasePay {
 					_, err = buyer.Pay(ctx, id)
 				} else {
 					_, err = buyer.Cancel(ctx, id)
