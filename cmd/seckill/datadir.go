@@ -43,6 +43,10 @@ func lockDataDir(dir string) (unlock func(), err error) {
 	return func() { f.Close() }, nil
 }
 
+// defaultDataDir is where `seckill dev` keeps its state unless told
+// otherwise (--data-dir), and where token and bench look for its secret.
+const defaultDataDir = ".seckill"
+
 // devSecretName is the file in dev's data directory that holds its token
 // secret.
 const devSecretName = "jwt-secret"
@@ -72,7 +76,7 @@ func devSecret(dir string) (string, error) {
 func devSecretHere() string {
 	dir := os.Getenv("SECKILL_DATA_DIR")
 	if dir == "" {
-		dir = ".seckill"
+		dir = defaultDataDir
 	}
 	path := filepath.Join(dir, devSecretName)
 	if _, err := os.Stat(path); err != nil {

@@ -40,7 +40,7 @@ type DevCmd struct {
 	TemporalNamespace string `name:"temporal-namespace" env:"TEMPORAL_NAMESPACE" default:"default" help:"Temporal namespace."`
 	TemporalPort      int    `name:"temporal-port" env:"SECKILL_TEMPORAL_PORT" default:"7233" help:"Port of the embedded Temporal frontend (0 = any free port)."`
 	UIPort            int    `name:"ui-port" env:"SECKILL_UI_PORT" default:"8233" help:"Port of the embedded Temporal Web UI (0 = any free port)."`
-	DataDir           string `name:"data-dir" env:"SECKILL_DATA_DIR" default:".seckill" help:"Where the embedded database and Temporal keep their state."`
+	DataDir           string `name:"data-dir" env:"SECKILL_DATA_DIR" default:"${default_data_dir}" help:"Where the embedded database and Temporal keep their state."`
 	Memory            bool   `name:"memory" env:"SECKILL_MEMORY" help:"Keep nothing on disk (the embedded database and Temporal in memory)."`
 	Reset             bool   `name:"reset" env:"SECKILL_RESET" help:"Delete what --data-dir kept (sales, orders, workflows, the token secret) before starting: a fresh start."`
 	MetricsAddr       string `name:"metrics-addr" env:"SECKILL_METRICS_ADDR" default:"127.0.0.1:9091" help:"Where the process serves /metrics (loopback by default; empty = nowhere)."`

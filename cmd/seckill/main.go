@@ -48,6 +48,7 @@ func main() {
 		kong.Name("seckill"),
 		kong.Description("A flash-sale order system on Redis, Postgres and Temporal."),
 		kong.UsageOnError(),
+		kong.Vars{"default_data_dir": defaultDataDir},
 	)
 	setupLogging(cli.LogLevel, cli.LogFormat)
 	warnSecretsOnCommandLine(kctx)
