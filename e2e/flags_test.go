@@ -76,3 +76,18 @@ func TestReadmeConfigurationTableMatchesTheBinary(t *testing.T) {
 		}
 	}
 }
+
+// A wait for replicas that the Redis client's reply read cannot outlast is
+// refused at start: every slow acknowledgement would end in a read
+// timeout, whose outcome no one knows, instead of an answer.
+func TestServeRefusesAnAckTimeoutPastTheReadTimeout(t *testing.T) {
+	for _, timeout := range []string{"5s", "0s"} {
+		cmd := exec.Command(testenv.Binary(t), "serve", "--admit-ack=replica", "--admit-ack-timeout="+timeout)
+		cmd.Env = append(os.Environ(), "DATABASE_URL="+testenv.DatabaseURL(t), "REDIS_ADDR="+testenv.RedisAddr(t),
+			"SECKILL_JWT_SECRET=0123456789abcdef0123456789abcdef")
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "--admit-ack-timeout") {
+			t.Errorf("serve --admit-ack-timeout=%s: %v, want a refusal naming the flag\n%s", timeout, err, out)
+		}
+	}
+}

@@ -5,6 +5,14 @@
 // write, blocks until that many replicas have acknowledged every write of
 // the connection so far, or a timeout passes. Policy.Run sends the script
 // and the WAIT in one pipeline, so they share a connection and a round trip.
+//
+// Neither is ever sent twice by the client. go-redis resends a command or a
+// pipeline whose reply it could not read (a dropped connection, a read
+// timeout): for a script that would run it again, and for a WAIT it would
+// ask whichever server the client names by then, perhaps a new primary
+// that never had the write. Every command here is marked not to be resent,
+// so a reply that is not read comes back as an error, and the caller
+// decides what the buyer is told (docs/design.md §3.13).
 package redisack
 
 import (
@@ -52,23 +60,21 @@ func IsNotAcknowledged(err error) bool {
 	return errors.As(err, &na)
 }
 
-// Run runs script and, when the policy asks for replicas, WAITs for them on
-// the same connection. It returns the script's reply and error; a reply
-// that replicas did not confirm comes with a *NotAcknowledgedError. A
-// script that failed is not waited for.
+// Run runs script once and, when the policy asks for replicas, WAITs for
+// them on the same connection. It returns the script's reply and error; a
+// reply that replicas did not confirm comes with a *NotAcknowledgedError.
+// A script that failed is not waited for. A reply that was not read (the
+// connection dropped, the read timed out) is an error and is not resent:
+// the script may have run.
 func (p Policy) Run(ctx context.Context, rdb redis.UniversalClient, script *redis.Script, keys []string, args ...any) (*redis.Cmd, error) {
-	if !p.On() {
-		cmd := script.Run(ctx, rdb, keys, args...)
-		return cmd, cmd.Err()
-	}
-	cmd, err := p.pipeline(ctx, rdb, script, keys, args)
+	cmd, err := p.run(ctx, rdb, script, keys, args)
 	if isNoScript(cmd.Err()) {
-		// The primary has not seen the script (a restart, a failover):
-		// load it and go again.
+		// The primary has not seen the script (a restart, a failover), so
+		// it did not run: load it and go again.
 		if lerr := script.Load(ctx, rdb).Err(); lerr != nil {
 			return cmd, lerr
 		}
-		cmd, err = p.pipeline(ctx, rdb, script, keys, args)
+		cmd, err = p.run(ctx, rdb, script, keys, args)
 	}
 	if cmd.Err() != nil {
 		return cmd, cmd.Err()
@@ -76,12 +82,23 @@ func (p Policy) Run(ctx context.Context, rdb redis.UniversalClient, script *redi
 	return cmd, err
 }
 
-// pipeline sends EVALSHA and WAIT together. It returns the script's
-// command, and nil, a *NotAcknowledgedError or the WAIT's own error. A
-// script that failed is not waited for.
-func (p Policy) pipeline(ctx context.Context, rdb redis.UniversalClient, script *redis.Script, keys []string, args []any) (*redis.Cmd, error) {
+// run sends EVALSHA, and WAIT in the same pipeline when the policy asks
+// for replicas. It returns the script's command, and nil, a
+// *NotAcknowledgedError or the WAIT's own error. A script that failed is
+// not waited for.
+func (p Policy) run(ctx context.Context, rdb redis.UniversalClient, script *redis.Script, keys []string, args []any) (*redis.Cmd, error) {
+	evalsha := make([]any, 0, 3+len(keys)+len(args))
+	evalsha = append(evalsha, "evalsha", script.Hash(), len(keys))
+	for _, k := range keys {
+		evalsha = append(evalsha, k)
+	}
+	cmd := redis.NewCmd(ctx, append(evalsha, args...)...)
+	if !p.On() {
+		_ = rdb.Process(ctx, once{cmd}) // the outcome is cmd's
+		return cmd, nil
+	}
 	pipe := rdb.Pipeline()
-	cmd := script.EvalSha(ctx, pipe, keys, args...)
+	_ = pipe.Process(ctx, once{cmd}) // queues it
 	wait := p.queueWait(ctx, pipe)
 	began := time.Now()
 	_, _ = pipe.Exec(ctx) // each command's outcome is read here and by the caller
@@ -91,17 +108,54 @@ func (p Policy) pipeline(ctx context.Context, rdb redis.UniversalClient, script 
 	return cmd, p.outcome(wait, began)
 }
 
-// queueWait adds the WAIT to pipe. WAIT is among go-redis's commands,
-// though not in the Pipeliner interface; the pipeline has it, with the
-// read deadline the wait needs.
+// once is a command go-redis must not send again when it could not read
+// the reply: the server may have run it (see the package comment).
+type once struct{ *redis.Cmd }
+
+func (once) NoRetry() bool { return true }
+
+// onceInt is once for an integer reply.
+type onceInt struct{ *redis.IntCmd }
+
+func (onceInt) NoRetry() bool { return true }
+
+// queueWait adds the WAIT to pipe, marked not to be resent: a pipeline
+// holding it is never sent again as a whole.
 func (p Policy) queueWait(ctx context.Context, pipe redis.Pipeliner) *redis.IntCmd {
-	timeout := p.Timeout
-	if timeout <= 0 {
-		timeout = DefaultTimeout
+	wait := redis.NewIntCmd(ctx, "wait", p.Replicas, p.timeout().Milliseconds())
+	_ = pipe.Process(ctx, onceInt{wait}) // queues it
+	return wait
+}
+
+func (p Policy) timeout() time.Duration {
+	if p.Timeout <= 0 {
+		return DefaultTimeout
 	}
-	return pipe.(interface {
-		Wait(context.Context, int, time.Duration) *redis.IntCmd
-	}).Wait(ctx, p.Replicas, timeout)
+	return p.Timeout
+}
+
+// readMargin is what a pipeline's reply read needs beyond the WAIT: the
+// script's run and the round trip.
+const readMargin = 500 * time.Millisecond
+
+// Fits reports whether the policy's WAIT fits in the reply read of a
+// client with readTimeout (go-redis's Options.ReadTimeout: 0 is its
+// default, 5 s in v9.23, a negative value no deadline). A pipeline's replies are
+// read under the client's read timeout, not the WAIT's: a wait longer
+// than that would end every slow acknowledgement in a read timeout, whose
+// outcome nobody knows, rather than in an answer.
+func (p Policy) Fits(readTimeout time.Duration) error {
+	if !p.On() || readTimeout < 0 {
+		return nil
+	}
+	if readTimeout == 0 {
+		readTimeout = 5 * time.Second
+	}
+	if p.timeout()+readMargin > readTimeout {
+		return fmt.Errorf("the wait for replicas (%v) must be at least %v under the Redis read timeout (%v): "+
+			"shorten it, or raise the read timeout (read_timeout in a redis:// URL)", p.timeout(), readMargin, readTimeout)
+	}
+	return nil
 }
 
 // outcome reads the WAIT's answer: nil when enough replicas confirmed,
@@ -126,8 +180,9 @@ func isNoScript(err error) bool {
 }
 
 // Exec sends the commands queue adds to a pipeline and, when the policy
-// asks for replicas, a WAIT after them. It returns the first command error,
-// or a *NotAcknowledgedError when replicas did not confirm them.
+// asks for replicas, a WAIT after them, on one connection and never twice
+// (a reply not read is an error). It returns the first command error, or a
+// *NotAcknowledgedError when replicas did not confirm them.
 func (p Policy) Exec(ctx context.Context, rdb redis.UniversalClient, queue func(redis.Pipeliner)) error {
 	pipe := rdb.Pipeline()
 	queue(pipe)
@@ -138,7 +193,7 @@ func (p Policy) Exec(ctx context.Context, rdb redis.UniversalClient, queue func(
 	began := time.Now()
 	cmds, _ := pipe.Exec(ctx)
 	for _, c := range cmds {
-		if c != redis.Cmder(wait) && c.Err() != nil {
+		if c != redis.Cmder(onceInt{wait}) && c.Err() != nil {
 			return c.Err()
 		}
 	}

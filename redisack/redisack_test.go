@@ -2,7 +2,10 @@ package redisack_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -88,4 +91,79 @@ func portOf(t *testing.T, addr string) string {
 		t.Fatal(err)
 	}
 	return port
+}
+
+// A pipeline whose reply was lost is never sent again: go-redis would run
+// the script a second time, and send the WAIT to whichever server answers
+// by then. The caller gets an error that does not claim the write never
+// left (a dial error is how the api tells "nothing changed").
+func TestALostReplyIsNotResent(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		lose func(*testenv.Proxy)
+	}{
+		{"connection dropped, server still there", (*testenv.Proxy).Drop},
+		{"server gone", (*testenv.Proxy).Close},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			primary := testenv.StartRedisServer(t, false) // no replica: WAIT blocks until its timeout
+			direct := redis.NewClient(&redis.Options{Addr: primary.Addr()})
+			defer direct.Close()
+			ctx := context.Background()
+			p := redisack.Policy{Replicas: 1, Timeout: 2 * time.Second}
+			for name, write := range map[string]func(rdb *redis.Client) error{
+				"Run": func(rdb *redis.Client) error { _, err := p.Run(ctx, rdb, incr, []string{"run"}); return err },
+				"Exec": func(rdb *redis.Client) error {
+					return p.Exec(ctx, rdb, func(pipe redis.Pipeliner) { pipe.Incr(ctx, "exec") })
+				},
+			} {
+				proxy := testenv.NewProxy(t, primary.Addr())
+				rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr()}) // go-redis's default retries
+				defer rdb.Close()
+				key := strings.ToLower(name)
+				done := make(chan error, 1)
+				go func() { done <- write(rdb) }()
+				// The write ran on the primary; its WAIT is blocked. Lose the reply.
+				testenv.Eventually(t, 10*time.Second, func() error {
+					if n, _ := direct.Get(ctx, key).Int(); n != 1 {
+						return fmt.Errorf("%s=%d, want 1", key, n)
+					}
+					return nil
+				})
+				tc.lose(proxy)
+				err := <-done
+				if err == nil || redisack.IsNotAcknowledged(err) {
+					t.Fatalf("%s: %v, want the lost reply's error", name, err)
+				}
+				var op *net.OpError
+				if errors.As(err, &op) && op.Op == "dial" {
+					t.Fatalf("%s: %v: a dial error says the write never left, and it ran", name, err)
+				}
+				if n, _ := direct.Get(ctx, key).Int(); n != 1 {
+					t.Fatalf("%s: %s=%d after a lost reply: the write was sent again", name, key, n)
+				}
+			}
+		})
+	}
+}
+
+func TestTheWaitFitsTheReadTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		wait, read time.Duration
+		ok         bool
+	}{
+		{time.Second, 0, true},      // go-redis's default 5 s
+		{5 * time.Second, 0, false}, // the reply read would time out first
+		{2600 * time.Millisecond, 3 * time.Second, false},
+		{4 * time.Second, 5 * time.Second, true},
+		{time.Minute, -1, true}, // no read deadline
+	} {
+		err := redisack.Policy{Replicas: 1, Timeout: tc.wait}.Fits(tc.read)
+		if (err == nil) != tc.ok {
+			t.Errorf("wait %v, read timeout %v: %v, want ok=%v", tc.wait, tc.read, err, tc.ok)
+		}
+	}
+	if err := (redisack.Policy{}).Fits(time.Millisecond); err != nil {
+		t.Errorf("no acknowledgement: %v", err)
+	}
 }

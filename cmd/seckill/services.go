@@ -148,6 +148,14 @@ func (s Services) connect(ctx context.Context, needTemporal bool, tp trace.Trace
 	}
 	d.redis = rdb
 	d.ack = s.ackPolicy(d.registry)
+	if d.ack.On() && s.AdmitAckTimeout <= 0 {
+		d.Close()
+		return nil, fmt.Errorf("--admit-ack-timeout must be positive, not %v", s.AdmitAckTimeout)
+	}
+	if err := d.ack.Fits(rdb.Options().ReadTimeout); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("--admit-ack-timeout: %w", err)
+	}
 	pools := []redsyncredis.Pool{goredis.NewPool(rdb)}
 	for _, addr := range s.RedlockAddrs {
 		l, err := redisconf.Open(addr)

@@ -80,6 +80,23 @@ func (p *Proxy) Cut() {
 	}
 }
 
+// Drop closes every connection open now and goes on accepting new ones:
+// connections lost, the server still there.
+func (p *Proxy) Drop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		c.Close()
+	}
+}
+
+// Close stops listening and closes every connection: new connections are
+// refused, as by a server that is gone. It cannot be restored.
+func (p *Proxy) Close() {
+	p.ln.Close()
+	p.Cut()
+}
+
 // Restore accepts connections again.
 func (p *Proxy) Restore() {
 	p.mu.Lock()
