@@ -152,6 +152,10 @@ func problemFor(err error) *wire.Problem {
 		if errors.As(err, &unconfirmed) && unconfirmed.OrderID != 0 {
 			p.OrderID = strconv.FormatInt(unconfirmed.OrderID, 10)
 		}
+		if unconfirmed != nil && unconfirmed.Held {
+			p.Detail = "you may already hold a unit of this sale (order_id), but no replica has confirmed it yet: " +
+				"it may or may not survive a failover; retry to learn which (409 once confirmed, 202 with a new order if it was lost)"
+		}
 		return p
 	case errors.Is(err, orders.ErrRepairPending):
 		return problem(http.StatusServiceUnavailable, wire.CodeUnavailable,

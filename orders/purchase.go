@@ -48,11 +48,14 @@ func (s *Service) Purchase(ctx context.Context, req PurchaseRequest) (int64, err
 		// their order, a retry of the winning request its 202, and anyone
 		// that the sale ended.
 		id, open, err := s.deps.Stock.Lookup(ctx, saleID, userID, idemKey)
+		var already *domain.AlreadyPurchasedError
 		switch {
-		case err == nil && !open && s.deps.Stock.Acknowledged():
-			// A retry of the winning request, to be answered only once a
-			// replica holds its reservation: the reservation below answers
-			// it again, and waits for the replicas.
+		case (err == nil && !open || errors.As(err, &already)) && s.deps.Stock.Acknowledged():
+			// A retry of the winning request, or a buyer holding a unit,
+			// to be answered only once a replica holds the reservation:
+			// the reservation below answers again, and waits for the
+			// replicas. (The flag's "sold out" needs no wait: the flag is
+			// set only from a confirmed one.)
 		case err == nil && !open:
 			return id, nil
 		case err == nil, errors.Is(err, domain.ErrUnknownSale):
@@ -103,11 +106,15 @@ func (s *Service) Purchase(ctx context.Context, req PurchaseRequest) (int64, err
 	switch {
 	case err == nil:
 		return id, nil
+	case errors.Is(err, stock.ErrSoldOutUnconfirmed):
+		// Sold out on the primary, and no replica confirmed it: a failover
+		// may yet bring units back. Nothing was taken.
+		return 0, unavailable(err)
+	case redisack.IsNotAcknowledged(err):
+		return 0, &UnconfirmedError{OrderID: id, Held: errors.Is(err, stock.ErrHeldUnconfirmed), Err: err}
 	case errors.Is(err, domain.ErrSoldOut):
 		s.soldOut.set(saleID)
 		return 0, err
-	case redisack.IsNotAcknowledged(err):
-		return 0, &UnconfirmedError{OrderID: id, Err: err}
 	}
 	if neverSent(err) {
 		return 0, unavailable(err) // nothing changed
@@ -187,7 +194,11 @@ var ErrUnconfirmed = fmt.Errorf("%w: Redis did not confirm the purchase", domain
 // It is an ErrUnconfirmed.
 type UnconfirmedError struct {
 	OrderID int64
-	Err     error
+	// Held: the buyer was found holding OrderID from an earlier purchase
+	// (the answer would have been 409 ALREADY_PURCHASED), and no replica
+	// has confirmed that reservation yet.
+	Held bool
+	Err  error
 }
 
 func (e *UnconfirmedError) Error() string {

@@ -49,9 +49,21 @@ if existing then
     end
     return {6, existing}
   end
+  if rewrite_winner then
+    -- The same value again: a write of this run, so that a WAIT after it
+    -- covers the reservation this refusal names (a buyer told "you
+    -- already hold order X" must hold X on a replica).
+    redis.call('HSET', KEYS[3], ARGV[1], existing)
+  end
   return {1, existing}
 end
-local left = tonumber(redis.call('GET', KEYS[2]) or '0')
+local stock = redis.call('GET', KEYS[2])
+local left = tonumber(stock or '0')
 if left <= 0 then
+  if rewrite_winner and stock then
+    -- Likewise: "sold out" only once a replica holds the reservations
+    -- that sold it out.
+    redis.call('SET', KEYS[2], stock, 'KEEPTTL')
+  end
   return {2, ''}
 end

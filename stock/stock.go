@@ -135,7 +135,9 @@ type Purchase struct {
 // wrapped Redis error. With an acknowledgement policy, an admission that
 // replicas did not confirm returns its order id with an error wrapping
 // *redisack.NotAcknowledgedError: the buyer may or may not hold the unit
-// after a failover.
+// after a failover. So do "already purchased" (its order id, with
+// ErrHeldUnconfirmed) and "sold out" (ErrSoldOutUnconfirmed): each is an
+// answer only once a replica holds the state it reports.
 func (s *Stock) Admit(ctx context.Context, p Purchase) (int64, error) {
 	rate := ""
 	if p.BuyerRate > 0 {
@@ -146,10 +148,20 @@ func (s *Stock) Admit(ctx context.Context, p Purchase) (int64, error) {
 		p.UserID, strconv.FormatInt(p.OrderID, 10), p.IdempotencyKey, p.Traceparent, rate)
 	if redisack.IsNotAcknowledged(err) {
 		res, rerr := cmd.Slice()
-		if _, id, aerr := admission("reserve", res, rerr); aerr == nil {
+		code, id, aerr := admission("reserve", res, rerr)
+		var already *domain.AlreadyPurchasedError
+		switch {
+		case aerr == nil:
 			return id, fmt.Errorf("reserve: %w", err)
+		case errors.As(aerr, &already):
+			// The order the buyer holds may itself be one no replica has:
+			// the refusal names it only once confirmed (admit.lua).
+			return already.OrderID, fmt.Errorf("reserve: %w (order %d), and %w", ErrHeldUnconfirmed, already.OrderID, err)
+		case code == 2:
+			return 0, fmt.Errorf("reserve: %w, and %w", ErrSoldOutUnconfirmed, err)
 		}
-		// A refusal wrote nothing worth confirming: it stands.
+		// The other refusals rest on the sale's times and existence,
+		// which its warm-up confirmed, or on the rate limit: they stand.
 		err = nil
 	}
 	if err != nil {
@@ -160,6 +172,14 @@ func (s *Stock) Admit(ctx context.Context, p Purchase) (int64, error) {
 	_, id, err := admission("reserve", res, err)
 	return id, err
 }
+
+// The refusals of Admit that no replica confirmed. They do not wrap the
+// confirmed answers (*domain.AlreadyPurchasedError, domain.ErrSoldOut): a
+// caller must not tell them as such.
+var (
+	ErrHeldUnconfirmed    = errors.New("the buyer holds a unit no replica has confirmed")
+	ErrSoldOutUnconfirmed = errors.New("sold out on the primary, not yet on a replica")
+)
 
 // Lookup answers what Reserve would answer for userID, without reserving:
 // for the sold-out fast path, which must still tell a buyer who holds a
