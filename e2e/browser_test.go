@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
 	"github.com/seckill/seckill/auth"
@@ -192,6 +193,70 @@ func (b *browser) step(t *testing.T, name string, fn func(t *testing.T)) {
 	}
 }
 
+// purchase is one POST /v1/sales/{id}/orders the page sent, as the
+// browser's network saw it.
+type purchase struct {
+	id     network.RequestID
+	key    string // its Idempotency-Key
+	status int64
+	body   struct {
+		Code    string `json:"code"`
+		OrderID string `json:"order_id"`
+	}
+}
+
+// watchPurchases records the purchases the page sends from now until the
+// step ends; the function it returns lists them with their answers.
+func (b *browser) watchPurchases(t *testing.T) func() []purchase {
+	t.Helper()
+	ctx, cancel := context.WithCancel(b.ctx)
+	t.Cleanup(cancel)
+	var (
+		mu  sync.Mutex
+		all []*purchase
+	)
+	isPurchase := regexp.MustCompile(`/v1/sales/\d+/orders$`)
+	err := chromedp.Listen(ctx, func(ev any) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch ev := ev.(type) {
+		case *network.EventRequestWillBeSent:
+			if ev.Request.Method == http.MethodPost && isPurchase.MatchString(ev.Request.URL) {
+				key, _ := ev.Request.Headers["Idempotency-Key"].(string)
+				all = append(all, &purchase{id: ev.RequestID, key: key})
+			}
+		case *network.EventResponseReceived:
+			for _, p := range all {
+				if p.id == ev.RequestID {
+					p.status = ev.Response.Status
+				}
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func() []purchase {
+		t.Helper()
+		mu.Lock()
+		out := make([]purchase, len(all))
+		for i, p := range all {
+			out[i] = *p
+		}
+		mu.Unlock()
+		for i := range out {
+			res, err := chromedp.Call(b.ctx, network.GetResponseBody, network.GetResponseBodyParams{RequestID: out[i].id})
+			if err != nil {
+				t.Fatalf("the body of purchase %d: %v", i+1, err)
+			}
+			if err := json.Unmarshal(res.Body, &out[i].body); err != nil {
+				t.Fatalf("the body of purchase %d: %v: %s", i+1, err, res.Body)
+			}
+		}
+		return out
+	}
+}
+
 // js quotes s as a JavaScript string literal.
 func js(s string) string {
 	b, _ := json.Marshal(s)
@@ -208,8 +273,9 @@ func TestDemoPage(t *testing.T) {
 	// The relay holds each intent it reads for a while before starting its
 	// workflow, so a buyer's order waits in line long enough for the page
 	// to show its place (the websocket's refresh comes every 3s).
-	// The secret lets the test mint a short-lived token (step 10).
-	run(t, "dev", []string{"SECKILL_JWT_SECRET=" + secret}, "dev", "--memory", "--http-addr", fmt.Sprintf("127.0.0.1:%d", port),
+	// The secret lets the test mint a short-lived token (step 10). The
+	// first reservation fails right after it took the unit (step 4).
+	run(t, "dev", []string{"SECKILL_JWT_SECRET=" + secret, "SECKILL_FAULTS=purchase.reserve=error:1"}, "dev", "--memory", "--http-addr", fmt.Sprintf("127.0.0.1:%d", port),
 		"--temporal-port=0", fmt.Sprintf("--ui-port=%d", uiPort), "--relay-start-delay=6s")
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
 	b := newBrowser(t) // chromium starts while seckill dev does
@@ -333,12 +399,32 @@ func TestDemoPage(t *testing.T) {
 	})
 
 	// 4. Buy: PENDING at once, its place in line while the relay holds
-	// it, AWAITING_PAYMENT pushed over the websocket.
+	// it, AWAITING_PAYMENT pushed over the websocket. The reservation is
+	// made but not confirmed (purchase.reserve armed for the first hit):
+	// the api answers 503 UNCONFIRMED, and the page asks again with the
+	// same Idempotency-Key, which finds the unit taken and answers 202.
 	b.step(t, "4 buy", func(t *testing.T) {
 		pending := `#orders li[data-status="PENDING"] .order-line`
-		b.do("buy", 10*time.Second,
-			chromedp.Click(chromedp.CSS(buyBtn)),
-			chromedp.WaitVisible(chromedp.CSS(pending)))
+		purchases := b.watchPurchases(t)
+		b.do("buy", 5*time.Second, chromedp.Click(chromedp.CSS(buyBtn)))
+		b.until("the page says it is checking an unconfirmed purchase", 5*time.Second,
+			`(m => m.dataset.code === "UNCONFIRMED" && !m.hidden &&
+			m.querySelector(".message-text").textContent.startsWith("Not confirmed yet: checking whether order ") &&
+			document.querySelector(`+js(buyBtn)+`).disabled)(document.querySelector("#message"))`)
+		b.do("the retry places the order", 10*time.Second, chromedp.WaitVisible(chromedp.CSS(pending)))
+		got := purchases()
+		if len(got) != 2 || got[0].status != http.StatusServiceUnavailable || got[1].status != http.StatusAccepted {
+			t.Fatalf("purchase requests %+v, want a 503 then a 202", got)
+		}
+		if got[0].key == "" || got[1].key != got[0].key {
+			t.Fatalf("Idempotency-Keys %q then %q, want one key sent twice", got[0].key, got[1].key)
+		}
+		if got[0].body.Code != "UNCONFIRMED" || got[0].body.OrderID == "" || got[1].body.OrderID != got[0].body.OrderID {
+			t.Fatalf("answers %+v then %+v, want UNCONFIRMED naming the order the 202 then gives", got[0].body, got[1].body)
+		}
+		if row := fmt.Sprintf(`#orders li[data-order-id="%s"]`, got[1].body.OrderID); !value(b, "the order's row", chromedp.Evaluate[bool](`!!document.querySelector(`+js(row)+`)`)) {
+			t.Fatalf("the page lists no row for order %s", got[1].body.OrderID)
+		}
 		// The only order of the sale is first, and nothing has left the
 		// line yet to estimate a wait from.
 		if line := value(b, "place in line", chromedp.Text(chromedp.CSS(pending))); line != "You are #1 in line" {

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -123,9 +124,11 @@ func Exit(p Point) error {
 }
 
 // FromEnv arms the points listed in SECKILL_FAULTS, a comma-separated list
-// of point=exit or point=error (error: every time). It is for drills and
-// the chaos suite's real kills, never for production; the binary logs
-// every point it arms. It returns the points armed.
+// of point=exit, point=error (error: every time) or point=error:N (an error
+// the first N times, then the path goes on, as a write that timed out once
+// and then answers; the browser test's buyer retries through one). It is
+// for drills and the chaos suite's real kills, never for production; the
+// binary logs every point it arms. It returns the points armed.
 func FromEnv() ([]Point, error) {
 	spec := os.Getenv("SECKILL_FAULTS")
 	if spec == "" {
@@ -138,13 +141,19 @@ func FromEnv() ([]Point, error) {
 		if _, ok := lookup(p); !ok {
 			return out, fmt.Errorf("SECKILL_FAULTS: unknown point %q", name)
 		}
-		switch mode {
-		case "exit":
+		switch mode, times, counted := strings.Cut(mode, ":"); {
+		case mode == "exit" && !counted:
 			Arm(p, Exit)
-		case "error":
+		case mode == "error" && !counted:
 			Arm(p, Fail(1<<62))
+		case mode == "error":
+			n, err := strconv.Atoi(times)
+			if err != nil || n < 1 {
+				return out, fmt.Errorf("SECKILL_FAULTS: %q: error:N needs a count N of 1 or more", item)
+			}
+			Arm(p, Fail(n))
 		default:
-			return out, fmt.Errorf("SECKILL_FAULTS: %q: mode must be exit or error", item)
+			return out, fmt.Errorf("SECKILL_FAULTS: %q: mode must be exit, error or error:N", item)
 		}
 		out = append(out, p)
 	}

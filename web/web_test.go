@@ -120,3 +120,28 @@ func TestDocsAreServedFromTheBinary(t *testing.T) {
 		}
 	}
 }
+
+// A purchase answered UNCONFIRMED may have taken a unit: the page asks again
+// with the same Idempotency-Key (e2e's TestDemoPage, step 4), and when it
+// gives up its words never say that nothing changed, as they do for a plain
+// UNAVAILABLE.
+func TestPageNeverSaysNothingChangedOfAnUnconfirmedPurchase(t *testing.T) {
+	js := string(assets["app.js"].body)
+	if !strings.Contains(js, `"Idempotency-Key": idempotencyKey()`) {
+		t.Error("app.js does not send a purchase's Idempotency-Key")
+	}
+	text := func(code string) string {
+		m := regexp.MustCompile(`(?s)\n      case "` + code + `":\n(.*?)\n      (case|default)`).FindStringSubmatch(js)
+		if m == nil {
+			t.Fatalf("describe() in app.js has no case %s", code)
+		}
+		return m[1]
+	}
+	if s := text("UNAVAILABLE"); !strings.Contains(s, "Nothing was changed") {
+		t.Errorf("UNAVAILABLE no longer says nothing was changed:\n%s", s)
+	}
+	s := text("UNCONFIRMED")
+	if strings.Contains(strings.ToLower(s), "nothing was changed") || !strings.Contains(s, "not known whether you hold a unit") {
+		t.Errorf("UNCONFIRMED must say the outcome is unknown, never that nothing changed:\n%s", s)
+	}
+}
