@@ -179,11 +179,17 @@ func isNoScript(err error) bool {
 	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
 }
 
+// Pipeliner is what Exec sends its pipeline on: a client, whose pool
+// picks the connection, or a *redis.Conn the caller holds.
+type Pipeliner interface {
+	Pipeline() redis.Pipeliner
+}
+
 // Exec sends the commands queue adds to a pipeline and, when the policy
 // asks for replicas, a WAIT after them, on one connection and never twice
 // (a reply not read is an error). It returns the first command error, or a
 // *NotAcknowledgedError when replicas did not confirm them.
-func (p Policy) Exec(ctx context.Context, rdb redis.UniversalClient, queue func(redis.Pipeliner)) error {
+func (p Policy) Exec(ctx context.Context, rdb Pipeliner, queue func(redis.Pipeliner)) error {
 	pipe := rdb.Pipeline()
 	queue(pipe)
 	var wait *redis.IntCmd

@@ -42,6 +42,60 @@ type reader struct {
 	claimed time.Time          // last XAUTOCLAIM round
 	turn    int                // the chunk of live streams the next blocking read names
 	errs    *backoff           // pause after a failed Redis call
+	// conn is the reader's own connection (see redis), and closeConn
+	// gives it back; nil until the first call, and after one failed.
+	conn      redis.Cmdable
+	closeConn func() error
+}
+
+// redis is the connection every call of the reader goes on: one
+// connection, to one server, held across a read and the acknowledgement
+// of what it read (ack), so that the WAIT answers for the server the
+// intents came from and no other (docs/design.md §3.13). A call that fails
+// on it (not a Redis error reply) drops it; the next call takes a new
+// connection, and what was read on the old one stays pending, to be read
+// again. A Redis Cluster client has no single connection (§3.12): its
+// calls go on the client.
+func (rd *reader) redis() redis.Cmdable {
+	if rd.conn == nil {
+		if c, ok := rd.r.rdb.(interface{ Conn() *redis.Conn }); ok {
+			conn := c.Conn()
+			rd.conn, rd.closeConn = conn, conn.Close
+		} else {
+			rd.conn, rd.closeConn = rd.r.rdb, func() error { return nil }
+		}
+	}
+	return rd.conn
+}
+
+// check drops the reader's connection if err says it is broken: any
+// error but a Redis error reply.
+func (rd *reader) check(err error) {
+	var reply redis.Error
+	if err == nil || errors.As(err, &reply) || rd.conn == nil {
+		return
+	}
+	_ = rd.closeConn()
+	rd.conn, rd.closeConn = nil, nil
+}
+
+// ack waits for the replicas on the connection the batches being started
+// were read on; if that connection was dropped since, the batches are not
+// acknowledged (they stay pending).
+func (rd *reader) ack(ctx context.Context) error {
+	if rd.conn == nil {
+		return errors.New("the connection the intents were read on is lost")
+	}
+	err := rd.r.stock.AwaitReplicasOn(ctx, rd.conn)
+	rd.check(err)
+	return err
+}
+
+// close gives the reader's connection back.
+func (rd *reader) close() {
+	if rd.conn != nil {
+		_ = rd.closeConn()
+	}
 }
 
 // claimCalls bounds the XAUTOCLAIMs of one stream in one round; the cursor
@@ -59,6 +113,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		probes.Go(func() { r.probeLoop(ctx, ps) })
 	}
 	rd := &reader{r: r, byKey: map[string]*stream{}, errs: newBackoff()}
+	defer rd.close()
 	defer r.liveSales.Store(0)
 	for ctx.Err() == nil {
 		if rd.stale || time.Since(rd.listed) >= r.opts.Discover {
@@ -122,12 +177,13 @@ func (rd *reader) createGroups(ctx context.Context) {
 	if len(missing) == 0 {
 		return
 	}
-	pipe := rd.r.rdb.Pipeline()
+	pipe := rd.redis().Pipeline()
 	cmds := make([]*redis.StatusCmd, len(missing))
 	for i, s := range missing {
 		cmds[i] = pipe.XGroupCreateMkStream(ctx, s.key, rd.r.opts.Group, "0")
 	}
-	_, _ = pipe.Exec(ctx) // each command's error is looked at below
+	_, err := pipe.Exec(ctx) // each command's error is looked at below
+	rd.check(err)
 	for i, s := range missing {
 		err := cmds[i].Err()
 		if err == nil || isRedisErr(err, "BUSYGROUP") {
@@ -243,9 +299,10 @@ func (rd *reader) read(ctx context.Context, streams []*stream, id string, block 
 		rd.r.blockingReads.Add(1)
 		defer rd.r.blockingReads.Add(-1)
 	}
-	res, err := rd.r.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
+	res, err := rd.redis().XReadGroup(ctx, &redis.XReadGroupArgs{
 		Group: o.Group, Consumer: o.Consumer, Streams: args, Count: int64(o.Batch), Block: block,
 	}).Result()
+	rd.check(err)
 	if errors.Is(err, redis.Nil) {
 		err = nil
 	}
@@ -283,7 +340,7 @@ func (rd *reader) claim(ctx context.Context) {
 		if len(todo) == 0 || ctx.Err() != nil {
 			return
 		}
-		pipe := rd.r.rdb.Pipeline()
+		pipe := rd.redis().Pipeline()
 		cmds := make([]*redis.XAutoClaimCmd, len(todo))
 		for i, s := range todo {
 			cmds[i] = pipe.XAutoClaim(ctx, &redis.XAutoClaimArgs{
@@ -291,7 +348,8 @@ func (rd *reader) claim(ctx context.Context) {
 				MinIdle: o.MinIdle, Start: s.claimFrom, Count: int64(o.Batch),
 			})
 		}
-		_, _ = pipe.Exec(ctx) // each command's error is looked at below
+		_, err := pipe.Exec(ctx) // each command's error is looked at below
+		rd.check(err)
 		var (
 			batches []batch
 			more    []*stream
@@ -331,7 +389,7 @@ func (rd *reader) start(ctx context.Context, batches []batch) {
 	if len(batches) == 0 {
 		return
 	}
-	failed := rd.r.process(ctx, batches)
+	failed := rd.r.process(ctx, batches, rd.ack)
 	for i, b := range batches {
 		if failed[i] > 0 {
 			b.s.ownPending = true

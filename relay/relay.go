@@ -236,7 +236,7 @@ type batch struct {
 // acknowledges (and deletes) the entries whose start Temporal accepted,
 // taking their orders off the line.
 // It returns how many failed in each batch; those stay pending.
-func (r *Relay) process(ctx context.Context, batches []batch) []int {
+func (r *Relay) process(ctx context.Context, batches []batch, awaitReplicas func(context.Context) error) []int {
 	type job struct {
 		batch int
 		entry stock.StartedIntent
@@ -270,8 +270,9 @@ func (r *Relay) process(ctx context.Context, batches []batch) []int {
 	if ctx.Err() == nil && len(ids) > 0 {
 		// Only admissions a replica holds become orders: one a failover
 		// loses must not have a workflow (docs/design.md §3.13). They stay
-		// pending and are tried again with the stream's backoff.
-		if err := r.stock.AwaitReplicas(ctx); err != nil && ctx.Err() == nil {
+		// pending and are tried again with the stream's backoff. The wait
+		// runs on the connection the batches were read on (reader.ack).
+		if err := awaitReplicas(ctx); err != nil && ctx.Err() == nil {
 			r.opts.Logger.Warn("relay: intents not yet on a replica; starting them later", "err", err)
 			for _, j := range jobs {
 				failed[j.batch]++

@@ -86,11 +86,20 @@ const replicatedKey = "seckill:replicated"
 // confirm confirms all before it, whichever connection made them: the
 // relay calls it before it starts the workflows of intents it has read,
 // so that an admission a failover may still lose never becomes an order.
-func (s *Stock) AwaitReplicas(ctx context.Context) error {
+func (s *Stock) AwaitReplicas(ctx context.Context) error { return s.AwaitReplicasOn(ctx, s.rdb) }
+
+// AwaitReplicasOn is AwaitReplicas on c. Given a connection the caller
+// holds (*redis.Conn), the wait answers for the one server that
+// connection reaches: the relay reads intents and acknowledges them on one
+// connection, so that a failover between the two cannot have a new
+// primary, which never had those intents, confirm them. A connection that
+// broke stays broken (go-redis does not redial a *redis.Conn), so the
+// acknowledgement fails rather than ask another server.
+func (s *Stock) AwaitReplicasOn(ctx context.Context, c redisack.Pipeliner) error {
 	if !s.ack.On() {
 		return nil
 	}
-	return s.ack.Exec(ctx, s.rdb, func(p redis.Pipeliner) { p.Incr(ctx, replicatedKey) })
+	return s.ack.Exec(ctx, c, func(p redis.Pipeliner) { p.Incr(ctx, replicatedKey) })
 }
 
 // Acknowledged reports whether writes wait for replicas.

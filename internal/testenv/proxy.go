@@ -47,7 +47,7 @@ func (p *Proxy) serve() {
 			c.Close()
 			continue
 		}
-		up, err := net.Dial("tcp", p.target)
+		up, err := net.Dial("tcp", p.target) // under mu: Retarget waits
 		if err != nil {
 			p.mu.Unlock()
 			c.Close()
@@ -95,6 +95,15 @@ func (p *Proxy) Drop() {
 func (p *Proxy) Close() {
 	p.ln.Close()
 	p.Cut()
+}
+
+// Retarget forwards new connections to target from now on, the way a
+// name or a virtual address moves to a promoted server; connections open
+// now stay with the old one.
+func (p *Proxy) Retarget(target string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.target = target
 }
 
 // Restore accepts connections again.
