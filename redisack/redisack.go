@@ -19,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -207,4 +208,44 @@ func (p Policy) Exec(ctx context.Context, rdb Pipeliner, queue func(redis.Pipeli
 		return nil
 	}
 	return p.outcome(wait, began)
+}
+
+// Bound tells the operator, in a sentence, whether an acknowledged write
+// can be lost to a partition on the primary the client names now, or ""
+// when it cannot. WAIT only reports: a primary cut off from the Sentinels
+// with k of its R replicas beside it goes on acknowledging while k is at
+// least the policy's Replicas and at least its min-replicas-to-write; a
+// failover on the other side then discards those writes. The worst case
+// leaves one replica to promote (k = R-1), so a write is safe from that
+// only when the policy or min-replicas-to-write asks for all R replicas,
+// and then the primary refuses writes within min-replicas-max-lag seconds
+// of losing one (docs/design.md §3.13, the guarantee per shape). Managed
+// Redis often refuses CONFIG GET: the sentence then says so.
+func (p Policy) Bound(ctx context.Context, rdb redis.UniversalClient) string {
+	if !p.On() {
+		return ""
+	}
+	cfg, err := rdb.ConfigGet(ctx, "min-replicas-*").Result()
+	if err != nil {
+		return fmt.Sprintf("cannot read the Redis primary's min-replicas-to-write (CONFIG GET: %v): "+
+			"whether a primary cut off from the Sentinels with a replica can go on acknowledging writes is unknown (docs/design.md §3.13)", err)
+	}
+	info, err := rdb.Info(ctx, "replication").Result()
+	if err != nil {
+		return fmt.Sprintf("cannot read the Redis primary's replicas (INFO replication: %v)", err)
+	}
+	replicas := 0
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "connected_slaves:"); ok {
+			replicas, _ = strconv.Atoi(v)
+		}
+	}
+	minWrite, _ := strconv.Atoi(cfg["min-replicas-to-write"])
+	if replicas-1 >= max(p.Replicas, minWrite) {
+		return fmt.Sprintf("the Redis primary has %d replicas, min-replicas-to-write %d, and writes wait for %d: "+
+			"cut off from the Sentinels with %d of them, it goes on acknowledging purchases a failover loses; "+
+			"set min-replicas-to-write %d with a short min-replicas-max-lag, or wait for %d replicas (docs/design.md §3.13)",
+			replicas, minWrite, p.Replicas, replicas-1, replicas, replicas)
+	}
+	return ""
 }

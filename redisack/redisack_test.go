@@ -167,3 +167,49 @@ func TestTheWaitFitsTheReadTimeout(t *testing.T) {
 		t.Errorf("no acknowledgement: %v", err)
 	}
 }
+
+// Bound warns when the primary, cut off with all but one of its replicas,
+// would go on acknowledging, and is quiet when the policy or
+// min-replicas-to-write asks for every replica.
+func TestBoundSaysWhenAPartitionCanLoseAcknowledgedWrites(t *testing.T) {
+	primary := testenv.StartRedisServer(t, false)
+	port := portOf(t, primary.Addr())
+	rdb := redis.NewClient(&redis.Options{Addr: primary.Addr()})
+	defer rdb.Close()
+	ctx := context.Background()
+	one := redisack.Policy{Replicas: 1}
+	if msg := one.Bound(ctx, rdb); msg != "" {
+		t.Errorf("no replica: %q, want nothing (no acknowledgement can be lost)", msg)
+	}
+	for range 2 {
+		testenv.StartRedisServer(t, false, "--replicaof", "127.0.0.1", port)
+	}
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if info := rdb.Info(ctx, "replication").Val(); !strings.Contains(info, "connected_slaves:2") {
+			return fmt.Errorf("replicas not connected yet")
+		}
+		return nil
+	})
+	if msg := one.Bound(ctx, rdb); !strings.Contains(msg, "min-replicas-to-write 2") {
+		t.Errorf("two replicas, WAIT 1, no min-replicas-to-write: %q, want the advice to set it to 2", msg)
+	}
+	if msg := (redisack.Policy{Replicas: 2}).Bound(ctx, rdb); msg != "" {
+		t.Errorf("waiting for both replicas: %q, want nothing", msg)
+	}
+	if err := rdb.ConfigSet(ctx, "min-replicas-to-write", "2").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if msg := one.Bound(ctx, rdb); msg != "" {
+		t.Errorf("min-replicas-to-write 2: %q, want nothing", msg)
+	}
+	if msg := (redisack.Policy{}).Bound(ctx, rdb); msg != "" {
+		t.Errorf("no acknowledgement: %q", msg)
+	}
+	// Managed Redis refuses CONFIG: said, not guessed.
+	managed := testenv.StartRedisServer(t, false, "--rename-command", "CONFIG", "")
+	mc := redis.NewClient(&redis.Options{Addr: managed.Addr()})
+	defer mc.Close()
+	if msg := one.Bound(ctx, mc); !strings.Contains(msg, "cannot read") {
+		t.Errorf("CONFIG refused: %q, want it said", msg)
+	}
+}

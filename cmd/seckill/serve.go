@@ -171,6 +171,7 @@ func (c *ServeCmd) Run(ctx context.Context) error {
 		return err
 	}
 	defer d.Close()
+	d.warnUnfenced(ctx)
 	cfg, err := c.APIFlags.config(false)
 	if err != nil {
 		return err

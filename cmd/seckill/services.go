@@ -38,6 +38,7 @@ type Services struct {
 	RedisSentinels    []string      `name:"redis-sentinels" env:"REDIS_SENTINELS" sep:"," help:"Sentinel addresses (comma-separated): Redis is the primary they name --redis-master, followed across failovers; --redis-addr is then unused."`
 	RedisMaster       string        `name:"redis-master" env:"REDIS_MASTER" default:"seckill" help:"The master name the Sentinels monitor."`
 	AdmitAck          string        `name:"admit-ack" env:"SECKILL_ADMIT_ACK" enum:"none,replica" default:"none" help:"replica: a purchase is answered 202, and an order-id lease, an operator change or a sale's warm-up counts, only once a Redis replica holds it (WAIT); unconfirmed purchases answer 503 UNCONFIRMED."`
+	AdmitAckReplicas  int           `name:"admit-ack-replicas" env:"SECKILL_ADMIT_ACK_REPLICAS" default:"1" help:"How many Redis replicas must hold a write with --admit-ack=replica. More than one survives more partitions, but admission stops while fewer are up (docs/design.md §3.13)."`
 	AdmitAckTimeout   time.Duration `name:"admit-ack-timeout" env:"SECKILL_ADMIT_ACK_TIMEOUT" default:"1s" help:"How long a write waits for its replica with --admit-ack=replica."`
 	RedlockAddrs      []string      `name:"redlock-addrs" env:"SECKILL_REDLOCK_ADDRS" sep:"," help:"Independent Redis nodes for Redlock (comma-separated); default: the main Redis only."`
 	TemporalAddress   string        `name:"temporal-address" env:"TEMPORAL_ADDRESS" default:"127.0.0.1:7233" help:"Temporal frontend host:port."`
@@ -119,12 +120,21 @@ func (s Services) ackPolicy(reg prometheus.Registerer) redisack.Policy {
 	if s.AdmitAck != "replica" {
 		return redisack.Policy{}
 	}
-	return redisack.Policy{Replicas: 1, Timeout: s.AdmitAckTimeout, Observe: func(d time.Duration, ok bool) {
+	return redisack.Policy{Replicas: s.AdmitAckReplicas, Timeout: s.AdmitAckTimeout, Observe: func(d time.Duration, ok bool) {
 		waits.Observe(d.Seconds())
 		if !ok {
 			unconfirmed.Inc()
 		}
 	}}
+}
+
+// warnUnfenced logs, for a process that acknowledges writes, whether the
+// primary can go on acknowledging writes a failover loses (redisack
+// Policy.Bound): serve and worker call it once connected.
+func (d *deps) warnUnfenced(ctx context.Context) {
+	if msg := d.ack.Bound(ctx, d.redis); msg != "" {
+		slog.Warn(msg)
+	}
 }
 
 // connect opens the services the command needs. Temporal is lazy: an api
@@ -148,9 +158,13 @@ func (s Services) connect(ctx context.Context, needTemporal bool, tp trace.Trace
 	}
 	d.redis = rdb
 	d.ack = s.ackPolicy(d.registry)
-	if d.ack.On() && s.AdmitAckTimeout <= 0 {
+	if s.AdmitAck == "replica" && s.AdmitAckTimeout <= 0 {
 		d.Close()
 		return nil, fmt.Errorf("--admit-ack-timeout must be positive, not %v", s.AdmitAckTimeout)
+	}
+	if s.AdmitAck == "replica" && s.AdmitAckReplicas < 1 {
+		d.Close()
+		return nil, fmt.Errorf("--admit-ack-replicas must be 1 or more, not %d", s.AdmitAckReplicas)
 	}
 	if err := d.ack.Fits(rdb.Options().ReadTimeout); err != nil {
 		d.Close()

@@ -47,6 +47,7 @@ func (c *WorkerCmd) Run(ctx context.Context) error {
 		return err
 	}
 	defer d.Close()
+	d.warnUnfenced(ctx)
 	acts := &activities.Activities{Store: d.store, Stock: d.stock, Events: d.events, Metrics: activities.NewMetrics(d.registry)}
 	worker.SetStickyCache(c.StickyCache)
 	// A worker that starts while Temporal is down waits for it instead of
