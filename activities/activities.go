@@ -118,6 +118,43 @@ func (a *Activities) CancelOrder(ctx context.Context, in FinishInput) error {
 	return err
 }
 
+// EndOrder is the whole ending of an order in one activity (workflows
+// started at workflows.VersionOneStepEnd or later): FinishOrder and
+// RestoreStock in one database transaction (store.EndOrder), then, unless
+// the row says PAID, ReleaseReservation. It returns the status the row
+// ends with, as FinishOrder does. A retry after the commit finds the row
+// ended and the unit restored, and releases again, which is harmless.
+func (a *Activities) EndOrder(ctx context.Context, in FinishInput) (domain.Status, error) {
+	start := time.Now()
+	final, restored, err := a.Store.EndOrder(ctx, in.Ref, in.Status, in.Reason)
+	err = classify(err)
+	a.Metrics.observe("EndOrder", start, err)
+	if err != nil {
+		return "", err
+	}
+	if final == in.Status {
+		a.Metrics.compensated("FinishOrder")
+		a.Metrics.entered(in.Status)
+	}
+	if restored {
+		a.Metrics.compensated("RestoreStock")
+		activity.GetLogger(ctx).Info("stock restored", "order_id", in.Ref.OrderID, "sale_id", in.Ref.SaleID, "user_id", in.Ref.UserID)
+	}
+	if final == domain.StatusPaid {
+		return final, nil // a paid order keeps its unit, in Redis too
+	}
+	start = time.Now()
+	released, err := a.Stock.Release(ctx, in.Ref.SaleID, in.Ref.UserID, in.Ref.OrderID)
+	a.Metrics.observe("ReleaseReservation", start, err)
+	if released {
+		a.Metrics.compensated("ReleaseReservation")
+	}
+	if err != nil {
+		return "", err
+	}
+	return final, nil
+}
+
 // MarkPaid records the payment.
 func (a *Activities) MarkPaid(ctx context.Context, ref domain.OrderRef) error {
 	start := time.Now()

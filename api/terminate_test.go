@@ -324,7 +324,7 @@ func TestResetBeforeAnExpiryIsWrittenTellsNoLie(t *testing.T) {
 		}
 		var pending []string
 		for _, a := range d.GetPendingActivities() {
-			if a.GetActivityType().GetName() == "FinishOrder" {
+			if a.GetActivityType().GetName() == "EndOrder" { // the ending, retrying the expiry
 				return nil
 			}
 			pending = append(pending, a.GetActivityType().GetName())

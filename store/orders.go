@@ -164,33 +164,12 @@ func deduct(ctx context.Context, tx *ent.Tx, ref domain.OrderRef) error {
 func (s *Store) RestoreStock(ctx context.Context, ref domain.OrderRef) (bool, error) {
 	restored := false
 	err := s.withTx(ctx, func(tx *ent.Tx) error {
-		if _, err := tx.Sale.Update().Where(sale.ID(ref.SaleID)).AddStock(0).Save(ctx); err != nil {
+		if err := lockSale(ctx, tx, ref.SaleID); err != nil {
 			return err
 		}
-		moves, err := tx.StockMovement.Query().Where(stockmovement.OrderID(ref.OrderID)).All(ctx)
-		if err != nil {
-			return err
-		}
-		deducted := false
-		for _, m := range moves {
-			switch m.Kind {
-			case stockmovement.KindRESTORE:
-				return nil
-			case stockmovement.KindDEDUCT:
-				deducted = true
-			}
-		}
-		delta := 0
-		if deducted {
-			if _, err := tx.Sale.Update().Where(sale.ID(ref.SaleID)).AddStock(1).Save(ctx); err != nil {
-				return err
-			}
-			delta, restored = 1, true
-		}
-		return tx.StockMovement.Create().
-			SetOrderID(ref.OrderID).SetSaleID(ref.SaleID).
-			SetKind(stockmovement.KindRESTORE).SetDelta(delta).
-			Exec(ctx)
+		var err error
+		restored, err = restore(ctx, tx, ref)
+		return err
 	})
 	if ent.IsConstraintError(err) {
 		return false, nil // a concurrent attempt restored it
@@ -199,6 +178,42 @@ func (s *Store) RestoreStock(ctx context.Context, ref domain.OrderRef) (bool, er
 		return false, fmt.Errorf("restore stock for order %d: %w", ref.OrderID, err)
 	}
 	return restored, nil
+}
+
+// lockSale locks the sale's row until tx ends, as a deduction's update
+// does (deduct).
+func lockSale(ctx context.Context, tx *ent.Tx, saleID int64) error {
+	_, err := tx.Sale.Update().Where(sale.ID(saleID)).AddStock(0).Save(ctx)
+	return err
+}
+
+// restore is RestoreStock inside tx, which holds the sale's lock.
+func restore(ctx context.Context, tx *ent.Tx, ref domain.OrderRef) (restored bool, _ error) {
+	moves, err := tx.StockMovement.Query().Where(stockmovement.OrderID(ref.OrderID)).All(ctx)
+	if err != nil {
+		return false, err
+	}
+	deducted := false
+	for _, m := range moves {
+		switch m.Kind {
+		case stockmovement.KindRESTORE:
+			return false, nil
+		case stockmovement.KindDEDUCT:
+			deducted = true
+		}
+	}
+	delta := 0
+	if deducted {
+		if _, err := tx.Sale.Update().Where(sale.ID(ref.SaleID)).AddStock(1).Save(ctx); err != nil {
+			return false, err
+		}
+		delta, restored = 1, true
+	}
+	err = tx.StockMovement.Create().
+		SetOrderID(ref.OrderID).SetSaleID(ref.SaleID).
+		SetKind(stockmovement.KindRESTORE).SetDelta(delta).
+		Exec(ctx)
+	return restored, err
 }
 
 // CreateOrder writes the order row as AWAITING_PAYMENT if the order has no
@@ -242,27 +257,11 @@ func (s *Store) FinishOrder(ctx context.Context, ref domain.OrderRef, status dom
 	if status.Live() {
 		return "", fmt.Errorf("finish order %d: %s is not an ending status", ref.OrderID, status)
 	}
-	if len(reason) > 500 {
-		reason = reason[:500]
-	}
 	var final domain.Status
 	err := s.withTx(ctx, func(tx *ent.Tx) error {
-		if err := s.insertOrder(ctx, tx.Order, ref, status, reason); err != nil {
-			return err
-		}
-		_, err := tx.Order.Update().
-			Where(order.ID(ref.OrderID), order.StatusIn(order.StatusPENDING, order.StatusAWAITING_PAYMENT)).
-			SetStatus(order.Status(status)).SetReason(reason).
-			Save(ctx)
-		if err != nil {
-			return err
-		}
-		row, err := tx.Order.Get(ctx, ref.OrderID)
-		if err != nil {
-			return err
-		}
-		final = domain.Status(row.Status)
-		return nil
+		var err error
+		final, err = s.finish(ctx, tx, ref, status, reason)
+		return err
 	})
 	if ent.IsConstraintError(err) || ent.IsValidationError(err) {
 		// The sale itself is gone: there is nothing to attach a row to.
@@ -272,6 +271,61 @@ func (s *Store) FinishOrder(ctx context.Context, ref domain.OrderRef, status dom
 		return "", fmt.Errorf("finish order %d: %w", ref.OrderID, err)
 	}
 	return final, nil
+}
+
+// finish is FinishOrder inside tx.
+func (s *Store) finish(ctx context.Context, tx *ent.Tx, ref domain.OrderRef, status domain.Status, reason string) (domain.Status, error) {
+	if len(reason) > 500 {
+		reason = reason[:500]
+	}
+	if err := s.insertOrder(ctx, tx.Order, ref, status, reason); err != nil {
+		return "", err
+	}
+	_, err := tx.Order.Update().
+		Where(order.ID(ref.OrderID), order.StatusIn(order.StatusPENDING, order.StatusAWAITING_PAYMENT)).
+		SetStatus(order.Status(status)).SetReason(reason).
+		Save(ctx)
+	if err != nil {
+		return "", err
+	}
+	row, err := tx.Order.Get(ctx, ref.OrderID)
+	if err != nil {
+		return "", err
+	}
+	return domain.Status(row.Status), nil
+}
+
+// EndOrder is FinishOrder and RestoreStock in one transaction, the ending
+// of workflows started at workflows.VersionOneStepEnd or later (docs/design.md
+// §4.4): one commit instead of two. It locks the sale's row first, as
+// deduct does before it touches the order's row, so an ending and a late
+// deduction of the same order wait for each other instead of deadlocking;
+// then it ends the row and, unless the row says PAID (a paid order keeps
+// its unit), gives the unit back once. It returns the row's final status
+// and whether a unit went back now. Both halves are idempotent, so a retry
+// after a commit changes nothing.
+func (s *Store) EndOrder(ctx context.Context, ref domain.OrderRef, status domain.Status, reason string) (final domain.Status, restored bool, _ error) {
+	if status.Live() {
+		return "", false, fmt.Errorf("end order %d: %s is not an ending status", ref.OrderID, status)
+	}
+	err := s.withTx(ctx, func(tx *ent.Tx) error {
+		if err := lockSale(ctx, tx, ref.SaleID); err != nil {
+			return err
+		}
+		var err error
+		if final, err = s.finish(ctx, tx, ref, status, reason); err != nil || final == domain.StatusPaid {
+			return err
+		}
+		restored, err = restore(ctx, tx, ref)
+		return err
+	})
+	if ent.IsConstraintError(err) || ent.IsValidationError(err) {
+		return "", false, fmt.Errorf("%w: order %d: %v", domain.ErrInvalidOrder, ref.OrderID, err)
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("end order %d: %w", ref.OrderID, err)
+	}
+	return final, restored, nil
 }
 
 // MarkPaid moves an AWAITING_PAYMENT order to PAID. Paying a paid order is

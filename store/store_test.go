@@ -481,3 +481,76 @@ func TestOrderAdmittedAfterTheEndIsRefused(t *testing.T) {
 		}
 	})
 }
+
+// EndOrder ends the row and gives the unit back in one transaction, once;
+// a row that says PAID keeps its unit; an order that never deducted gets
+// the tombstone that turns away a late PlaceOrder.
+func TestEndOrderEndsAndRestoresOnce(t *testing.T) {
+	backends(t, func(t *testing.T, st *store.Store) {
+		ctx := context.Background()
+		sale := newSale(t, st, 2)
+		ref := domain.OrderRef{OrderID: orderid.FirstAt(time.Now()) + 1, SaleID: sale, UserID: "u1", AmountCents: 49900}
+		if err := st.PlaceOrder(ctx, ref); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 2 {
+			final, restored, err := st.EndOrder(ctx, ref, domain.StatusExpired, "payment timeout")
+			if err != nil || final != domain.StatusExpired || restored != (i == 0) {
+				t.Fatalf("end #%d: %s restored=%v %v; want EXPIRED, restored the first time only", i+1, final, restored, err)
+			}
+		}
+		if got := stockOf(t, st, sale); got != 2 {
+			t.Fatalf("stock = %d after the ending, want 2", got)
+		}
+
+		paid := domain.OrderRef{OrderID: ref.OrderID + 1, SaleID: sale, UserID: "u2", AmountCents: 49900}
+		if err := st.PlaceOrder(ctx, paid); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.MarkPaid(ctx, paid.OrderID); err != nil {
+			t.Fatal(err)
+		}
+		if final, restored, err := st.EndOrder(ctx, paid, domain.StatusCancelled, "order workflow cancelled"); err != nil || final != domain.StatusPaid || restored {
+			t.Fatalf("ending a paid row: %s restored=%v %v; want PAID and the unit kept", final, restored, err)
+		}
+		if got := stockOf(t, st, sale); got != 1 {
+			t.Fatalf("stock = %d with one unit paid for, want 1", got)
+		}
+
+		never := domain.OrderRef{OrderID: ref.OrderID + 2, SaleID: sale, UserID: "u3", AmountCents: 49900}
+		if final, restored, err := st.EndOrder(ctx, never, domain.StatusFailed, "place order: out of stock"); err != nil || final != domain.StatusFailed || restored {
+			t.Fatalf("ending an order that never deducted: %s restored=%v %v", final, restored, err)
+		}
+		if err := st.PlaceOrder(ctx, never); err == nil {
+			t.Fatal("a PlaceOrder after its order's ending landed")
+		}
+		if got := stockOf(t, st, sale); got != 1 {
+			t.Fatalf("stock = %d after a late PlaceOrder, want 1", got)
+		}
+	})
+}
+
+// Endings racing late placings of the same orders neither deadlock nor
+// leak a unit: each order's unit is taken and given back, or never taken.
+func TestEndOrderRacingItsPlacingNeverLeaks(t *testing.T) {
+	ctx := context.Background()
+	st := testenv.Store(t)
+	sale := newSale(t, st, 50)
+	first := orderid.FirstAt(time.Now())
+	var wg sync.WaitGroup
+	for i := range 40 {
+		ref := domain.OrderRef{OrderID: first + int64(i), SaleID: sale, UserID: "u" + string(rune('a'+i)), AmountCents: 1}
+		wg.Add(2)
+		go func() { defer wg.Done(); _ = st.PlaceOrder(ctx, ref) }()
+		go func() {
+			defer wg.Done()
+			if _, _, err := st.EndOrder(ctx, ref, domain.StatusCancelled, "race"); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if got := stockOf(t, st, sale); got != 50 {
+		t.Fatalf("stock = %d after every order ended, want 50", got)
+	}
+}

@@ -80,6 +80,17 @@ const VersionDeadline workflow.Version = 3
 // lost it. It adds commands only on that path.
 const VersionPaidWhilePlacing workflow.Version = 4
 
+// VersionOneStepEnd is version 5: an order that ends without a sale
+// (expired, cancelled, failed) ends in one activity, EndOrder, where it
+// took three (FinishOrder, RestoreStock, ReleaseReservation), each with
+// its task dispatch and workflow task: the row's end and the unit's return
+// are one database transaction, and the Redis release follows in the same
+// activity. It stays an ordinary activity retried until it succeeds, as
+// the compensations were (docs/design.md §4.4), so a long database outage
+// and the Web UI's Reset meet the same retries as before. It changes the
+// command sequence of every ending.
+const VersionOneStepEnd workflow.Version = 5
+
 // DefaultPaymentTimeout is how long a buyer has to pay.
 const DefaultPaymentTimeout = 15 * time.Minute
 
@@ -203,9 +214,9 @@ func OrderWorkflow(ctx workflow.Context, in OrderInput) (OrderState, error) {
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (OrderState, error) { return o.state, nil }); err != nil {
 		return o.state, err
 	}
-	version := workflow.GetVersion(ctx, VersionUpdates, workflow.DefaultVersion, VersionPaidWhilePlacing)
+	version := workflow.GetVersion(ctx, VersionUpdates, workflow.DefaultVersion, VersionOneStepEnd)
 	o.v1, o.lean, o.strictDeadline = version >= 1, version >= VersionLeanSaga, version >= VersionDeadline
-	o.paidWhilePlacing = version >= VersionPaidWhilePlacing
+	o.paidWhilePlacing, o.oneStepEnd = version >= VersionPaidWhilePlacing, version >= VersionOneStepEnd
 	o.decisions = workflow.NewBufferedChannel(ctx, 1)
 	if err := o.handleUpdates(ctx); err != nil {
 		return o.state, err
@@ -229,8 +240,9 @@ type order struct {
 	// true for those started at VersionLeanSaga or later, strictDeadline
 	// for those started at VersionDeadline or later.
 	v1, lean, strictDeadline bool
-	// paidWhilePlacing: started at VersionPaidWhilePlacing or later.
-	paidWhilePlacing bool
+	// paidWhilePlacing: started at VersionPaidWhilePlacing or later;
+	// oneStepEnd: at VersionOneStepEnd or later.
+	paidWhilePlacing, oneStepEnd bool
 	// deadline is when the payment timer fires; zero until it is set.
 	deadline time.Time
 	// decided is the outcome chosen while awaiting payment (PAID,
@@ -508,6 +520,23 @@ func (o *order) end(ctx workflow.Context, status domain.Status, reason string) (
 	// runs first. It also writes the row of an order that never got one, so
 	// every admitted order ends in a final status in the database.
 	finish := activities.FinishInput{Ref: o.ref, Status: status, Reason: reason}
+	if o.oneStepEnd {
+		// The row's end, the unit's return and the release in one
+		// activity (EndOrder); the registered RestoreStock is part of it.
+		var final domain.Status
+		if err := workflow.ExecuteActivity(cctx, a.EndOrder, finish).Get(cctx, &final); err != nil {
+			return o.state, err // unreachable with unlimited retries
+		}
+		o.written = true
+		switch {
+		case final == domain.StatusPaid:
+			reason = "" // the row says the buyer paid: that sale stands, unit and all
+		case final != status:
+			reason = "the order had already ended " + string(final) // see below
+		}
+		o.set(dctx, final, reason)
+		return o.state, nil
+	}
 	if !o.v1 {
 		if err := workflow.ExecuteActivity(cctx, a.CancelOrder, finish).Get(cctx, nil); err != nil {
 			return o.state, err // unreachable with unlimited retries

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -22,17 +23,29 @@ import (
 
 var testRef = domain.OrderRef{OrderID: 42, SaleID: 7, UserID: "u1", AmountCents: 1999}
 
-// saga records which activities ran, in order, and what was notified.
+// saga records which steps ran, in order, and what was notified. A step
+// is FinishOrder, RestoreStock or ReleaseReservation whether it ran as its
+// own activity or inside EndOrder (VersionOneStepEnd); activities are the
+// activities that ran.
 type saga struct {
-	mu       sync.Mutex
-	calls    []string
-	notified []domain.Status
-	finished []domain.Status
+	mu         sync.Mutex
+	calls      []string
+	activities []string
+	notified   []domain.Status
+	finished   []domain.Status
 	// rowStatus, if set, is the status FinishOrder finds the row in.
 	rowStatus domain.Status
 }
 
 func (s *saga) record(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls = append(s.calls, name)
+	s.activities = append(s.activities, name)
+}
+
+// step records a step that ran inside another activity.
+func (s *saga) step(name string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls = append(s.calls, name)
@@ -97,6 +110,30 @@ func newEnv(t *testing.T, fail map[string]step) (*testsuite.TestWorkflowEnvironm
 		defer s.mu.Unlock()
 		s.finished = append(s.finished, in.Status)
 		return cmp.Or(s.rowStatus, in.Status), nil
+	})
+	// EndOrder's steps, each with the behaviour a test gives that step.
+	env.OnActivity("EndOrder", mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.FinishInput) (domain.Status, error) {
+		s.mu.Lock()
+		s.activities = append(s.activities, "EndOrder")
+		s.mu.Unlock()
+		s.step("FinishOrder")
+		if err := behaviour("FinishOrder")(ctx); err != nil {
+			return "", err
+		}
+		s.mu.Lock()
+		s.finished = append(s.finished, in.Status)
+		final := cmp.Or(s.rowStatus, in.Status)
+		s.mu.Unlock()
+		if final == domain.StatusPaid {
+			return final, nil
+		}
+		for _, name := range []string{"RestoreStock", "ReleaseReservation"} {
+			s.step(name)
+			if err := behaviour(name)(ctx); err != nil {
+				return "", err
+			}
+		}
+		return final, nil
 	})
 	env.OnActivity("Notify", mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.NotifyInput) error {
 		s.mu.Lock()
@@ -314,7 +351,7 @@ func TestNotifyFailureDoesNotFailTheOrder(t *testing.T) {
 // histories replay in replay_test.go).
 func TestOrderBeforeLeanSaga(t *testing.T) {
 	env, s := newEnv(t, nil)
-	env.OnGetVersion(VersionUpdates, workflow.DefaultVersion, VersionPaidWhilePlacing).Return(workflow.Version(1))
+	env.OnGetVersion(VersionUpdates, workflow.DefaultVersion, VersionOneStepEnd).Return(workflow.Version(1))
 	env.RegisterDelayedCallback(func() { update(t, env, UpdatePay, wantState(t, domain.StatusPaid)) }, time.Minute)
 	if st := run(t, env, OrderInput{Order: testRef}); st.Status != domain.StatusPaid {
 		t.Fatalf("status = %s, want PAID", st.Status)
@@ -339,6 +376,29 @@ func TestResetRunOfAnEndedOrderEndsAsTheRow(t *testing.T) {
 			if row == domain.StatusPaid {
 				equal(t, "calls", s.calls, []string{"PlaceOrder", "FinishOrder"})
 			}
+		})
+	}
+}
+
+// From VersionOneStepEnd an ending is one activity, EndOrder, where it
+// was three; workflows started before keep the three.
+func TestEndingActivitiesByVersion(t *testing.T) {
+	for _, tc := range []struct {
+		v    workflow.Version
+		want []string
+	}{
+		{VersionPaidWhilePlacing, []string{"PlaceOrder", "FinishOrder", "RestoreStock", "ReleaseReservation"}},
+		{VersionOneStepEnd, []string{"PlaceOrder", "EndOrder"}},
+	} {
+		t.Run(fmt.Sprint("version ", tc.v), func(t *testing.T) {
+			env, s := newEnv(t, nil)
+			env.OnGetVersion(VersionUpdates, workflow.DefaultVersion, VersionOneStepEnd).Return(tc.v)
+			env.RegisterDelayedCallback(func() { update(t, env, UpdateCancel, wantState(t, domain.StatusCancelled), CancelRequest{}) }, time.Minute)
+			if st := run(t, env, OrderInput{Order: testRef}); st.Status != domain.StatusCancelled {
+				t.Fatalf("status = %s, want CANCELLED", st.Status)
+			}
+			equal(t, "activities", s.activities, tc.want)
+			equal(t, "steps", s.calls, []string{"PlaceOrder", "FinishOrder", "RestoreStock", "ReleaseReservation"})
 		})
 	}
 }

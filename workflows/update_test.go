@@ -154,7 +154,7 @@ func TestPayBeforeTheOrderIsPlaced(t *testing.T) {
 				}
 				return nil
 			}})
-			env.OnGetVersion(VersionUpdates, workflow.DefaultVersion, VersionPaidWhilePlacing).Return(v)
+			env.OnGetVersion(VersionUpdates, workflow.DefaultVersion, VersionOneStepEnd).Return(v)
 			if v < VersionDeadline {
 				env.RegisterDelayedCallback(func() { update(t, env, UpdatePay, wantState(t, domain.StatusPaid)) }, time.Minute)
 			}
@@ -193,7 +193,7 @@ func TestCancelWhilePlacingKeepsADecidedPayment(t *testing.T) {
 				}
 				return nil
 			}})
-			env.OnGetVersion(VersionUpdates, workflow.DefaultVersion, VersionPaidWhilePlacing).Return(v)
+			env.OnGetVersion(VersionUpdates, workflow.DefaultVersion, VersionOneStepEnd).Return(v)
 			env.ExecuteWorkflow(OrderWorkflow, OrderInput{Order: testRef})
 			var st OrderState
 			_ = env.GetWorkflowResult(&st)

@@ -101,6 +101,11 @@ func (f *fakes) FinishOrder(_ context.Context, in activities.FinishInput) (domai
 	return in.Status, nil
 }
 
+func (f *fakes) EndOrder(_ context.Context, in activities.FinishInput) (domain.Status, error) {
+	f.record(in.Ref.OrderID, "EndOrder("+string(in.Status)+")")
+	return in.Status, nil
+}
+
 func (f *fakes) RestoreStock(_ context.Context, ref domain.OrderRef) error {
 	f.record(ref.OrderID, "RestoreStock")
 	return nil
