@@ -1,0 +1,134 @@
+package reconcile_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/go-redsync/redsync/v4"
+	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/orderid"
+	"github.com/seckill/seckill/reconcile"
+	"github.com/seckill/seckill/redisack"
+	"github.com/seckill/seckill/stock"
+	"github.com/seckill/seckill/store"
+)
+
+// The memory of admitted purchases outlives the reconciler that made it: a
+// pass remembers the buyers without an order row, Redis then loses the
+// sale, and a new reconciler (a restarted worker) finds them lost, names
+// them with their buyers, and counts each once however many look.
+func TestLostAdmissionsAreFoundAfterARestart(t *testing.T) {
+	rc, id := sale(t, 10, 2)
+	ctx := context.Background()
+	for i := range 3 {
+		if _, err := rc.Stock.Reserve(ctx, id, fmt.Sprintf("late-%d", i), int64(2000+i), ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rep, err := rc.Sale(ctx, id); err != nil || rep.Remembered != 3 || rep.LostAdmissions != 0 {
+		t.Fatalf("first pass: %+v %v; want 3 remembered, none lost", rep, err)
+	}
+	// Its order is written meanwhile: not lost.
+	if err := rc.Store.CreateOrder(ctx, ref(id, "late-2", 2002)); err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.Stock.Client().FlushDB(ctx).Err(); err != nil { // Redis restarted empty
+		t.Fatal(err)
+	}
+
+	restarted := &reconcile.Reconciler{Store: rc.Store, Stock: rc.Stock, Grace: time.Nanosecond}
+	rep, err := restarted.Sale(ctx, id)
+	if err != nil || !rep.Rebuilt || rep.LostAdmissions != 2 || !slices.Equal(rep.LostOrders, []int64{2000, 2001}) {
+		t.Fatalf("after the loss and a restart: %+v %v; want rebuilt, 2 lost: 2000, 2001", rep, err)
+	}
+	if rep.Lost[0].UserID != "late-0" || rep.Lost[1].UserID != "late-1" {
+		t.Fatalf("lost buyers %+v, want late-0 and late-1", rep.Lost)
+	}
+	another := &reconcile.Reconciler{Store: rc.Store, Stock: rc.Stock, Grace: time.Nanosecond}
+	if rep, err := another.Sale(ctx, id); err != nil || rep.LostAdmissions != 0 {
+		t.Fatalf("a second reconciler: %+v %v; want the loss counted once", rep, err)
+	}
+}
+
+// An admission younger than LostAfter is not called lost: a relay may hold
+// its intent, read before Redis lost it, and still start its workflow.
+func TestLostAdmissionWaitsForLostAfter(t *testing.T) {
+	rc, id := sale(t, 10, 0)
+	ctx := context.Background()
+	fresh := orderid.FirstAt(time.Now()) // an order id minted now
+	if _, err := rc.Stock.Reserve(ctx, id, "new", fresh, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rc.Sale(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.Stock.Client().FlushDB(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	rc.LostAfter = time.Hour
+	if rep, err := rc.Sale(ctx, id); err != nil || rep.LostAdmissions != 0 {
+		t.Fatalf("within LostAfter: %+v %v; want nothing lost yet", rep, err)
+	}
+	rc.LostAfter = -1
+	if rep, err := rc.Sale(ctx, id); err != nil || rep.LostAdmissions != 1 || rep.LostOrders[0] != fresh {
+		t.Fatalf("LostAfter negative: %+v %v; want %d lost", rep, err, fresh)
+	}
+}
+
+// With --admit-ack=replica a pass remembers only what a replica confirmed
+// it held: an admission a failover may still take (its buyer answered
+// UNCONFIRMED) is not remembered as a 202 until a replica has it.
+func TestOnlyReplicatedAdmissionsAreRemembered(t *testing.T) {
+	primary := testenv.StartRedisServer(t, false) // no replica yet
+	rdb := redis.NewClient(&redis.Options{Addr: primary.Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	st := stock.New(rdb, redsync.New(goredis.NewPool(rdb)))
+	st.Acknowledge(redisack.Policy{Replicas: 1, Timeout: 200 * time.Millisecond})
+	db := testenv.Store(t)
+	ctx := context.Background()
+	sl, err := db.CreateSale(ctx, store.NewSale{Name: "r", PriceCents: 5, Stock: 3,
+		StartsAt: time.Now().Add(-time.Minute), EndsAt: time.Now().Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Warm-up waits for a replica too: load the sale without it.
+	plain := stock.New(rdb, redsync.New(goredis.NewPool(rdb)))
+	if _, err := plain.Warm(ctx, stock.Sale{ID: sl.ID, PriceCents: 5, Remaining: 3, StartsAt: sl.StartsAt, EndsAt: sl.EndsAt}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Reserve(ctx, sl.ID, "una", 5000, ""); !redisack.IsNotAcknowledged(err) {
+		t.Fatalf("reserve with no replica: %v, want not acknowledged", err)
+	}
+	rc := &reconcile.Reconciler{Store: db, Stock: st, Grace: time.Nanosecond}
+	// The pass's own writes wait for a replica too and fail (its next
+	// pass repairs); what matters here is what it remembered.
+	if rep, _ := rc.Sale(ctx, sl.ID); rep.Remembered != 0 {
+		t.Fatalf("no replica: %+v; want nothing remembered", rep)
+	}
+	if got, err := db.UnplacedAdmissions(ctx, sl.ID); err != nil || len(got) != 0 {
+		t.Fatalf("remembered %+v %v with no replica", got, err)
+	}
+
+	_, port, _ := net.SplitHostPort(primary.Addr())
+	testenv.StartRedisServer(t, false, "--replicaof", "127.0.0.1", port)
+	testenv.Eventually(t, 30*time.Second, func() error { return st.AwaitReplicas(ctx) })
+	if rep, err := rc.Sale(ctx, sl.ID); err != nil || rep.Remembered != 1 {
+		t.Fatalf("with a replica: %+v %v; want una remembered", rep, err)
+	}
+	got, err := db.UnplacedAdmissions(ctx, sl.ID)
+	if err != nil || len(got) != 1 || got[0].OrderID != 5000 || got[0].UserID != "una" || !got[0].Replicated {
+		t.Fatalf("remembered %+v %v; want una's 5000, replicated", got, err)
+	}
+}
+
+func ref(saleID int64, user string, orderID int64) domain.OrderRef {
+	return domain.OrderRef{OrderID: orderID, SaleID: saleID, UserID: user, AmountCents: 5}
+}
