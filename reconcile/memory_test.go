@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill/seckill/audit"
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/orderid"
@@ -55,6 +57,17 @@ func TestLostAdmissionsAreFoundAfterARestart(t *testing.T) {
 	another := &reconcile.Reconciler{Store: rc.Store, Stock: rc.Stock, Grace: time.Nanosecond}
 	if rep, err := another.Sale(ctx, id); err != nil || rep.LostAdmissions != 0 {
 		t.Fatalf("a second reconciler: %+v %v; want the loss counted once", rep, err)
+	}
+
+	// The audit says so, from the same memory, and fails.
+	r, err := audit.Sale(ctx, audit.Sources{Store: rc.Store, Stock: rc.Stock}, id, audit.Expect{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []audit.LostPurchase{{OrderID: 2000, UserID: "late-0"}, {OrderID: 2001, UserID: "late-1"}}
+	if r.OK() || !slices.Equal(r.Lost, want) ||
+		!strings.Contains(r.String(), "2 accepted purchases lost") || !strings.Contains(r.String(), "order 2001 (buyer late-1)") {
+		t.Fatalf("audit: lost %+v, want %+v, and a violation naming them:\n%s", r.Lost, want, r)
 	}
 }
 

@@ -247,7 +247,7 @@ func (rc *Reconciler) remember(ctx context.Context, rs stock.Snapshot, replicate
 	}
 	lostAfter := rc.LostAfter
 	if lostAfter == 0 {
-		lostAfter = time.Minute
+		lostAfter = DefaultLostAfter
 	}
 	for _, a := range unplaced {
 		held := rs.Warm && rs.Buyers[a.UserID] == a.OrderID
@@ -255,7 +255,7 @@ func (rc *Reconciler) remember(ctx context.Context, rs stock.Snapshot, replicate
 			continue
 		}
 		if rc.Temporal != nil {
-			started, err := workflowExists(ctx, rc.Temporal, a.OrderID)
+			started, err := WorkflowExists(ctx, rc.Temporal, a.OrderID)
 			if err != nil {
 				return err
 			}
@@ -304,8 +304,13 @@ func (rc *Reconciler) remember(ctx context.Context, rs stock.Snapshot, replicate
 	return nil
 }
 
-// workflowExists reports whether order orderID's workflow was started.
-func workflowExists(ctx context.Context, tc client.Client, orderID int64) (bool, error) {
+// DefaultLostAfter is Reconciler.LostAfter's default, and how old an
+// admission the audit finds gone must be, outside a settled audit, to be
+// called lost.
+const DefaultLostAfter = time.Minute
+
+// WorkflowExists reports whether order orderID's workflow was started.
+func WorkflowExists(ctx context.Context, tc client.Client, orderID int64) (bool, error) {
 	_, err := tc.DescribeWorkflowExecution(ctx, domain.WorkflowID(orderID), "")
 	var missing *serviceerror.NotFound
 	switch {
