@@ -26,7 +26,9 @@ type Admission struct {
 	// SeenAt holds the value of the "seen_at" field.
 	SeenAt time.Time `json:"seen_at,omitempty"`
 	// LostAt holds the value of the "lost_at" field.
-	LostAt       *time.Time `json:"lost_at,omitempty"`
+	LostAt *time.Time `json:"lost_at,omitempty"`
+	// RecoveredAt holds the value of the "recovered_at" field.
+	RecoveredAt  *time.Time `json:"recovered_at,omitempty"`
 	selectValues sql.SelectValues
 }
 
@@ -41,7 +43,7 @@ func (*Admission) scanValues(columns []string) ([]any, error) {
 			values[i] = new(sql.NullInt64)
 		case admission.FieldUserID:
 			values[i] = new(sql.NullString)
-		case admission.FieldSeenAt, admission.FieldLostAt:
+		case admission.FieldSeenAt, admission.FieldLostAt, admission.FieldRecoveredAt:
 			values[i] = new(sql.NullTime)
 		default:
 			values[i] = new(sql.UnknownType)
@@ -95,6 +97,13 @@ func (_m *Admission) assignValues(columns []string, values []any) error {
 				_m.LostAt = new(time.Time)
 				*_m.LostAt = value.Time
 			}
+		case admission.FieldRecoveredAt:
+			if value, ok := values[i].(*sql.NullTime); !ok {
+				return fmt.Errorf("unexpected type %T for field recovered_at", values[i])
+			} else if value.Valid {
+				_m.RecoveredAt = new(time.Time)
+				*_m.RecoveredAt = value.Time
+			}
 		default:
 			_m.selectValues.Set(columns[i], values[i])
 		}
@@ -145,6 +154,11 @@ func (_m *Admission) String() string {
 	builder.WriteString(", ")
 	if v := _m.LostAt; v != nil {
 		builder.WriteString("lost_at=")
+		builder.WriteString(v.Format(time.ANSIC))
+	}
+	builder.WriteString(", ")
+	if v := _m.RecoveredAt; v != nil {
+		builder.WriteString("recovered_at=")
 		builder.WriteString(v.Format(time.ANSIC))
 	}
 	builder.WriteByte(')')

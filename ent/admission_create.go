@@ -76,6 +76,20 @@ func (_c *AdmissionCreate) SetNillableLostAt(v *time.Time) *AdmissionCreate {
 	return _c
 }
 
+// SetRecoveredAt sets the "recovered_at" field.
+func (_c *AdmissionCreate) SetRecoveredAt(v time.Time) *AdmissionCreate {
+	_c.mutation.SetRecoveredAt(v)
+	return _c
+}
+
+// SetNillableRecoveredAt sets the "recovered_at" field if the given value is not nil.
+func (_c *AdmissionCreate) SetNillableRecoveredAt(v *time.Time) *AdmissionCreate {
+	if v != nil {
+		_c.SetRecoveredAt(*v)
+	}
+	return _c
+}
+
 // SetID sets the "id" field.
 func (_c *AdmissionCreate) SetID(v int64) *AdmissionCreate {
 	_c.mutation.SetID(v)
@@ -204,6 +218,10 @@ func (_c *AdmissionCreate) createSpec() (*Admission, *sqlgraph.CreateSpec) {
 		_spec.SetField(admission.FieldLostAt, field.TypeTime, value)
 		_node.LostAt = &value
 	}
+	if value, ok := _c.mutation.RecoveredAt(); ok {
+		_spec.SetField(admission.FieldRecoveredAt, field.TypeTime, value)
+		_node.RecoveredAt = &value
+	}
 	return _node, _spec
 }
 
@@ -271,6 +289,24 @@ func (u *AdmissionUpsert) UpdateLostAt() *AdmissionUpsert {
 // ClearLostAt clears the value of the "lost_at" field.
 func (u *AdmissionUpsert) ClearLostAt() *AdmissionUpsert {
 	u.SetNull(admission.FieldLostAt)
+	return u
+}
+
+// SetRecoveredAt sets the "recovered_at" field.
+func (u *AdmissionUpsert) SetRecoveredAt(v time.Time) *AdmissionUpsert {
+	u.Set(admission.FieldRecoveredAt, v)
+	return u
+}
+
+// UpdateRecoveredAt sets the "recovered_at" field to the value that was provided on create.
+func (u *AdmissionUpsert) UpdateRecoveredAt() *AdmissionUpsert {
+	u.SetExcluded(admission.FieldRecoveredAt)
+	return u
+}
+
+// ClearRecoveredAt clears the value of the "recovered_at" field.
+func (u *AdmissionUpsert) ClearRecoveredAt() *AdmissionUpsert {
+	u.SetNull(admission.FieldRecoveredAt)
 	return u
 }
 
@@ -352,6 +388,27 @@ func (u *AdmissionUpsertOne) UpdateLostAt() *AdmissionUpsertOne {
 func (u *AdmissionUpsertOne) ClearLostAt() *AdmissionUpsertOne {
 	return u.Update(func(s *AdmissionUpsert) {
 		s.ClearLostAt()
+	})
+}
+
+// SetRecoveredAt sets the "recovered_at" field.
+func (u *AdmissionUpsertOne) SetRecoveredAt(v time.Time) *AdmissionUpsertOne {
+	return u.Update(func(s *AdmissionUpsert) {
+		s.SetRecoveredAt(v)
+	})
+}
+
+// UpdateRecoveredAt sets the "recovered_at" field to the value that was provided on create.
+func (u *AdmissionUpsertOne) UpdateRecoveredAt() *AdmissionUpsertOne {
+	return u.Update(func(s *AdmissionUpsert) {
+		s.UpdateRecoveredAt()
+	})
+}
+
+// ClearRecoveredAt clears the value of the "recovered_at" field.
+func (u *AdmissionUpsertOne) ClearRecoveredAt() *AdmissionUpsertOne {
+	return u.Update(func(s *AdmissionUpsert) {
+		s.ClearRecoveredAt()
 	})
 }
 
@@ -599,6 +656,27 @@ func (u *AdmissionUpsertBulk) UpdateLostAt() *AdmissionUpsertBulk {
 func (u *AdmissionUpsertBulk) ClearLostAt() *AdmissionUpsertBulk {
 	return u.Update(func(s *AdmissionUpsert) {
 		s.ClearLostAt()
+	})
+}
+
+// SetRecoveredAt sets the "recovered_at" field.
+func (u *AdmissionUpsertBulk) SetRecoveredAt(v time.Time) *AdmissionUpsertBulk {
+	return u.Update(func(s *AdmissionUpsert) {
+		s.SetRecoveredAt(v)
+	})
+}
+
+// UpdateRecoveredAt sets the "recovered_at" field to the value that was provided on create.
+func (u *AdmissionUpsertBulk) UpdateRecoveredAt() *AdmissionUpsertBulk {
+	return u.Update(func(s *AdmissionUpsert) {
+		s.UpdateRecoveredAt()
+	})
+}
+
+// ClearRecoveredAt clears the value of the "recovered_at" field.
+func (u *AdmissionUpsertBulk) ClearRecoveredAt() *AdmissionUpsertBulk {
+	return u.Update(func(s *AdmissionUpsert) {
+		s.ClearRecoveredAt()
 	})
 }
 

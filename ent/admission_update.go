@@ -48,6 +48,26 @@ func (_u *AdmissionUpdate) ClearLostAt() *AdmissionUpdate {
 	return _u
 }
 
+// SetRecoveredAt sets the "recovered_at" field.
+func (_u *AdmissionUpdate) SetRecoveredAt(v time.Time) *AdmissionUpdate {
+	_u.mutation.SetRecoveredAt(v)
+	return _u
+}
+
+// SetNillableRecoveredAt sets the "recovered_at" field if the given value is not nil.
+func (_u *AdmissionUpdate) SetNillableRecoveredAt(v *time.Time) *AdmissionUpdate {
+	if v != nil {
+		_u.SetRecoveredAt(*v)
+	}
+	return _u
+}
+
+// ClearRecoveredAt clears the value of the "recovered_at" field.
+func (_u *AdmissionUpdate) ClearRecoveredAt() *AdmissionUpdate {
+	_u.mutation.ClearRecoveredAt()
+	return _u
+}
+
 // Mutation returns the AdmissionMutation object of the builder.
 func (_u *AdmissionUpdate) Mutation() *AdmissionMutation {
 	return _u.mutation
@@ -95,6 +115,12 @@ func (_u *AdmissionUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	if _u.mutation.LostAtCleared() {
 		_spec.ClearField(admission.FieldLostAt, field.TypeTime)
 	}
+	if value, ok := _u.mutation.RecoveredAt(); ok {
+		_spec.SetField(admission.FieldRecoveredAt, field.TypeTime, value)
+	}
+	if _u.mutation.RecoveredAtCleared() {
+		_spec.ClearField(admission.FieldRecoveredAt, field.TypeTime)
+	}
 	if _node, err = sqlgraph.UpdateNodes(ctx, _u.driver, _spec); err != nil {
 		if _, ok := err.(*sqlgraph.NotFoundError); ok {
 			err = &NotFoundError{admission.Label}
@@ -132,6 +158,26 @@ func (_u *AdmissionUpdateOne) SetNillableLostAt(v *time.Time) *AdmissionUpdateOn
 // ClearLostAt clears the value of the "lost_at" field.
 func (_u *AdmissionUpdateOne) ClearLostAt() *AdmissionUpdateOne {
 	_u.mutation.ClearLostAt()
+	return _u
+}
+
+// SetRecoveredAt sets the "recovered_at" field.
+func (_u *AdmissionUpdateOne) SetRecoveredAt(v time.Time) *AdmissionUpdateOne {
+	_u.mutation.SetRecoveredAt(v)
+	return _u
+}
+
+// SetNillableRecoveredAt sets the "recovered_at" field if the given value is not nil.
+func (_u *AdmissionUpdateOne) SetNillableRecoveredAt(v *time.Time) *AdmissionUpdateOne {
+	if v != nil {
+		_u.SetRecoveredAt(*v)
+	}
+	return _u
+}
+
+// ClearRecoveredAt clears the value of the "recovered_at" field.
+func (_u *AdmissionUpdateOne) ClearRecoveredAt() *AdmissionUpdateOne {
+	_u.mutation.ClearRecoveredAt()
 	return _u
 }
 
@@ -211,6 +257,12 @@ func (_u *AdmissionUpdateOne) sqlSave(ctx context.Context) (_node *Admission, er
 	}
 	if _u.mutation.LostAtCleared() {
 		_spec.ClearField(admission.FieldLostAt, field.TypeTime)
+	}
+	if value, ok := _u.mutation.RecoveredAt(); ok {
+		_spec.SetField(admission.FieldRecoveredAt, field.TypeTime, value)
+	}
+	if _u.mutation.RecoveredAtCleared() {
+		_spec.ClearField(admission.FieldRecoveredAt, field.TypeTime)
 	}
 	_node = &Admission{config: _u.config}
 	_spec.Assign = _node.assignValues

@@ -45,6 +45,7 @@ type AdmissionMutation struct {
 	replicated    *bool
 	seen_at       *time.Time
 	lost_at       *time.Time
+	recovered_at  *time.Time
 	clearedFields map[string]struct{}
 	done          bool
 	oldValue      func(context.Context) (*Admission, error)
@@ -368,6 +369,55 @@ func (m *AdmissionMutation) ResetLostAt() {
 	delete(m.clearedFields, admission.FieldLostAt)
 }
 
+// SetRecoveredAt sets the "recovered_at" field.
+func (m *AdmissionMutation) SetRecoveredAt(t time.Time) {
+	m.recovered_at = &t
+}
+
+// RecoveredAt returns the value of the "recovered_at" field in the mutation.
+func (m *AdmissionMutation) RecoveredAt() (r time.Time, exists bool) {
+	v := m.recovered_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldRecoveredAt returns the old "recovered_at" field's value of the Admission entity.
+// If the Admission object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *AdmissionMutation) OldRecoveredAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldRecoveredAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldRecoveredAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldRecoveredAt: %w", err)
+	}
+	return oldValue.RecoveredAt, nil
+}
+
+// ClearRecoveredAt clears the value of the "recovered_at" field.
+func (m *AdmissionMutation) ClearRecoveredAt() {
+	m.recovered_at = nil
+	m.clearedFields[admission.FieldRecoveredAt] = struct{}{}
+}
+
+// RecoveredAtCleared returns if the "recovered_at" field was cleared in this mutation.
+func (m *AdmissionMutation) RecoveredAtCleared() bool {
+	_, ok := m.clearedFields[admission.FieldRecoveredAt]
+	return ok
+}
+
+// ResetRecoveredAt resets all changes to the "recovered_at" field.
+func (m *AdmissionMutation) ResetRecoveredAt() {
+	m.recovered_at = nil
+	delete(m.clearedFields, admission.FieldRecoveredAt)
+}
+
 // Where appends a list predicates to the AdmissionMutation builder.
 func (m *AdmissionMutation) Where(ps ...predicate.Admission) {
 	m.predicates = append(m.predicates, ps...)
@@ -402,7 +452,7 @@ func (m *AdmissionMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *AdmissionMutation) Fields() []string {
-	fields := make([]string, 0, 5)
+	fields := make([]string, 0, 6)
 	if m.sale_id != nil {
 		fields = append(fields, admission.FieldSaleID)
 	}
@@ -417,6 +467,9 @@ func (m *AdmissionMutation) Fields() []string {
 	}
 	if m.lost_at != nil {
 		fields = append(fields, admission.FieldLostAt)
+	}
+	if m.recovered_at != nil {
+		fields = append(fields, admission.FieldRecoveredAt)
 	}
 	return fields
 }
@@ -436,6 +489,8 @@ func (m *AdmissionMutation) Field(name string) (ent.Value, bool) {
 		return m.SeenAt()
 	case admission.FieldLostAt:
 		return m.LostAt()
+	case admission.FieldRecoveredAt:
+		return m.RecoveredAt()
 	}
 	return nil, false
 }
@@ -455,6 +510,8 @@ func (m *AdmissionMutation) OldField(ctx context.Context, name string) (ent.Valu
 		return m.OldSeenAt(ctx)
 	case admission.FieldLostAt:
 		return m.OldLostAt(ctx)
+	case admission.FieldRecoveredAt:
+		return m.OldRecoveredAt(ctx)
 	}
 	return nil, fmt.Errorf("unknown Admission field %s", name)
 }
@@ -498,6 +555,13 @@ func (m *AdmissionMutation) SetField(name string, value ent.Value) error {
 			return fmt.Errorf("unexpected type %T for field %s", value, name)
 		}
 		m.SetLostAt(v)
+		return nil
+	case admission.FieldRecoveredAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetRecoveredAt(v)
 		return nil
 	}
 	return fmt.Errorf("unknown Admission field %s", name)
@@ -547,6 +611,9 @@ func (m *AdmissionMutation) ClearedFields() []string {
 	if m.FieldCleared(admission.FieldLostAt) {
 		fields = append(fields, admission.FieldLostAt)
 	}
+	if m.FieldCleared(admission.FieldRecoveredAt) {
+		fields = append(fields, admission.FieldRecoveredAt)
+	}
 	return fields
 }
 
@@ -563,6 +630,9 @@ func (m *AdmissionMutation) ClearField(name string) error {
 	switch name {
 	case admission.FieldLostAt:
 		m.ClearLostAt()
+		return nil
+	case admission.FieldRecoveredAt:
+		m.ClearRecoveredAt()
 		return nil
 	}
 	return fmt.Errorf("unknown Admission nullable field %s", name)
@@ -586,6 +656,9 @@ func (m *AdmissionMutation) ResetField(name string) error {
 		return nil
 	case admission.FieldLostAt:
 		m.ResetLostAt()
+		return nil
+	case admission.FieldRecoveredAt:
+		m.ResetRecoveredAt()
 		return nil
 	}
 	return fmt.Errorf("unknown Admission field %s", name)

@@ -17,6 +17,7 @@ import (
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/orderid"
+	"github.com/seckill/seckill/orders"
 	"github.com/seckill/seckill/reconcile"
 	"github.com/seckill/seckill/redisack"
 	"github.com/seckill/seckill/stock"
@@ -26,9 +27,11 @@ import (
 // The memory of admitted purchases outlives the reconciler that made it: a
 // pass remembers the buyers without an order row, Redis then loses the
 // sale, and a new reconciler (a restarted worker) finds them lost, names
-// them with their buyers, and counts each once however many look.
+// them with their buyers, counts each once however many look, and admits
+// again under its order id the one the sale still has a unit for. The
+// audit names the other.
 func TestLostAdmissionsAreFoundAfterARestart(t *testing.T) {
-	rc, id := sale(t, 10, 2)
+	rc, id := sale(t, 4, 1)
 	ctx := context.Background()
 	for i := range 3 {
 		if _, err := rc.Stock.Reserve(ctx, id, fmt.Sprintf("late-%d", i), int64(2000+i), ""); err != nil {
@@ -39,34 +42,56 @@ func TestLostAdmissionsAreFoundAfterARestart(t *testing.T) {
 		t.Fatalf("first pass: %+v %v; want 3 remembered, none lost", rep, err)
 	}
 	// Its order is written meanwhile: not lost.
+	if err := rc.Store.DeductStock(ctx, ref(id, "late-2", 2002)); err != nil {
+		t.Fatal(err)
+	}
 	if err := rc.Store.CreateOrder(ctx, ref(id, "late-2", 2002)); err != nil {
 		t.Fatal(err)
 	}
-	if err := rc.Stock.Client().FlushDB(ctx).Err(); err != nil { // Redis restarted empty
+	// Redis restarts empty; an api warms the sale from the database (two
+	// units) and a new buyer takes one of them.
+	if err := rc.Stock.Client().FlushDB(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := rc.Store.SaleSnapshot(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rc.Stock.Load(ctx, orders.RedisSale(db.Sale, db.LiveBuyers())); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rc.Stock.Reserve(ctx, id, "rival", 3000, ""); err != nil {
 		t.Fatal(err)
 	}
 
 	restarted := &reconcile.Reconciler{Store: rc.Store, Stock: rc.Stock, Grace: time.Nanosecond}
 	rep, err := restarted.Sale(ctx, id)
-	if err != nil || !rep.Rebuilt || rep.LostAdmissions != 2 || !slices.Equal(rep.LostOrders, []int64{2000, 2001}) {
-		t.Fatalf("after the loss and a restart: %+v %v; want rebuilt, 2 lost: 2000, 2001", rep, err)
+	if err != nil || rep.LostAdmissions != 2 || !slices.Equal(rep.LostOrders, []int64{2000, 2001}) {
+		t.Fatalf("after the loss and a restart: %+v %v; want 2 lost: 2000, 2001", rep, err)
 	}
 	if rep.Lost[0].UserID != "late-0" || rep.Lost[1].UserID != "late-1" {
 		t.Fatalf("lost buyers %+v, want late-0 and late-1", rep.Lost)
+	}
+	if !slices.Equal(rep.Recovered, []int64{2000}) {
+		t.Fatalf("recovered %v, want 2000 (the last unit), not 2001 (sold out)", rep.Recovered)
+	}
+	if held, ok, err := rc.Stock.Holder(ctx, id, "late-0"); err != nil || !ok || held != 2000 {
+		t.Fatalf("late-0 holds %d %v %v, want order 2000 again", held, ok, err)
 	}
 	another := &reconcile.Reconciler{Store: rc.Store, Stock: rc.Stock, Grace: time.Nanosecond}
 	if rep, err := another.Sale(ctx, id); err != nil || rep.LostAdmissions != 0 {
 		t.Fatalf("a second reconciler: %+v %v; want the loss counted once", rep, err)
 	}
 
-	// The audit says so, from the same memory, and fails.
+	// The audit says so, from the same memory, and fails: 2000 is on its
+	// way again, 2001 is lost.
 	r, err := audit.Sale(ctx, audit.Sources{Store: rc.Store, Stock: rc.Stock}, id, audit.Expect{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []audit.LostPurchase{{OrderID: 2000, UserID: "late-0"}, {OrderID: 2001, UserID: "late-1"}}
+	want := []audit.LostPurchase{{OrderID: 2001, UserID: "late-1"}}
 	if r.OK() || !slices.Equal(r.Lost, want) ||
-		!strings.Contains(r.String(), "2 accepted purchases lost") || !strings.Contains(r.String(), "order 2001 (buyer late-1)") {
+		!strings.Contains(r.String(), "1 accepted purchases lost") || !strings.Contains(r.String(), "order 2001 (buyer late-1)") {
 		t.Fatalf("audit: lost %+v, want %+v, and a violation naming them:\n%s", r.Lost, want, r)
 	}
 }
@@ -144,4 +169,34 @@ func TestOnlyReplicatedAdmissionsAreRemembered(t *testing.T) {
 
 func ref(saleID int64, user string, orderID int64) domain.OrderRef {
 	return domain.OrderRef{OrderID: orderID, SaleID: saleID, UserID: user, AmountCents: 5}
+}
+
+// A purchase lost in a sale that ended before the next pass is still
+// found (Sale reconciles only open sales), and not admitted again.
+func TestLostAdmissionsOfAnEndedSaleAreFound(t *testing.T) {
+	rc, id := sale(t, 5, 0)
+	rc.LostAfter = -1
+	ctx := context.Background()
+	order := orderid.FirstAt(time.Now())
+	if _, err := rc.Stock.Reserve(ctx, id, "ned", order, ""); err != nil {
+		t.Fatal(err)
+	}
+	if reps, err := rc.All(ctx); err != nil || len(reps) != 1 || reps[0].Remembered != 1 {
+		t.Fatalf("pass while open: %+v %v; want ned remembered", reps, err)
+	}
+	if _, _, err := rc.Store.EndSale(ctx, id, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.Stock.Client().FlushDB(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	restarted := &reconcile.Reconciler{Store: rc.Store, Stock: rc.Stock, LostAfter: -1}
+	reps, err := restarted.All(ctx)
+	if err != nil || len(reps) != 1 || reps[0].SaleID != id || !slices.Equal(reps[0].LostOrders, []int64{order}) ||
+		reps[0].Lost[0].UserID != "ned" || len(reps[0].Recovered) != 0 {
+		t.Fatalf("pass after the end: %+v %v; want ned's %d lost, not recovered", reps, err, order)
+	}
+	if reps, err := restarted.All(ctx); err != nil || len(reps) != 0 {
+		t.Fatalf("next pass: %+v %v; want the loss counted once", reps, err)
+	}
 }

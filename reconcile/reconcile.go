@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -25,6 +26,7 @@ import (
 	"github.com/seckill/seckill/orderid"
 	"github.com/seckill/seckill/orders"
 	"github.com/seckill/seckill/push"
+	"github.com/seckill/seckill/redisack"
 	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
 )
@@ -57,6 +59,11 @@ type Report struct {
 	LostAdmissions int
 	LostOrders     []int64
 	Lost           []store.Admission
+	// Recovered are the lost admissions this pass admitted again under
+	// their order ids: the sale was open, had a unit, and the buyer held no
+	// other. Their orders are placed like any admission; the others stay
+	// lost.
+	Recovered []int64
 	// Remembered counts the admissions without an order row this pass
 	// recorded for the first time.
 	Remembered int
@@ -113,18 +120,20 @@ func (rc *Reconciler) Sale(ctx context.Context, saleID int64) (Report, error) {
 	err := rc.Stock.WithSaleLock(ctx, saleID, func(ctx context.Context) error {
 		var err error
 		rep, err = rc.sale(ctx, saleID)
+		if err == nil {
+			rc.recoverLost(ctx, &rep)
+		}
 		return err
 	})
 	if err == nil && rep.Raced {
 		rc.logger().Info("reconciler left a sale that changed while it looked to the next pass", "sale_id", saleID)
 	}
-	if err == nil && rep.LostAdmissions > 0 {
-		buyers := make([]string, 0, len(rep.LostOrders))
-		for _, a := range rep.Lost[:len(rep.LostOrders)] {
-			buyers = append(buyers, a.UserID)
-		}
-		rc.logger().Error("accepted purchases lost: Redis lost their reservations before their orders were written, and no workflow will write them",
-			"sale_id", saleID, "lost", rep.LostAdmissions, "order_ids", rep.LostOrders, "buyers", buyers)
+	if err == nil {
+		rc.logLost(rep)
+	}
+	if err == nil && len(rep.Recovered) > 0 {
+		rc.logger().Warn("lost purchases admitted again under their order ids: their orders will be placed",
+			"sale_id", saleID, "recovered", len(rep.Recovered), "order_ids", rep.Recovered)
 	}
 	if err == nil && (rep.Repaired() || rep.LostAdmissions > 0) {
 		// A Redis that did not hold the sale at all (seckill dev's, at
@@ -245,36 +254,9 @@ func (rc *Reconciler) remember(ctx context.Context, rs stock.Snapshot, replicate
 	if err != nil {
 		return err
 	}
-	lostAfter := rc.LostAfter
-	if lostAfter == 0 {
-		lostAfter = DefaultLostAfter
+	if err := rc.markLost(ctx, unplaced, rs.Buyers, rs.Warm, rep); err != nil {
+		return err
 	}
-	for _, a := range unplaced {
-		held := rs.Warm && rs.Buyers[a.UserID] == a.OrderID
-		if held || rows[a.OrderID] || !a.LostAt.IsZero() || time.Since(orderid.Time(a.OrderID)) < lostAfter {
-			continue
-		}
-		if rc.Temporal != nil {
-			started, err := WorkflowExists(ctx, rc.Temporal, a.OrderID)
-			if err != nil {
-				return err
-			}
-			if started {
-				continue // its workflow writes its row; Stranded ends it if it closed without
-			}
-		}
-		marked, err := rc.Store.MarkAdmissionLost(ctx, a.OrderID)
-		if err != nil {
-			return err
-		}
-		if marked {
-			rep.Lost = append(rep.Lost, a)
-			if len(rep.LostOrders) < 10 {
-				rep.LostOrders = append(rep.LostOrders, a.OrderID)
-			}
-		}
-	}
-	rep.LostAdmissions = len(rep.Lost)
 
 	if rc.Stock.Acknowledged() && !replicated {
 		return nil // the next pass records them, once a replica confirms
@@ -304,10 +286,132 @@ func (rc *Reconciler) remember(ctx context.Context, rs stock.Snapshot, replicate
 	return nil
 }
 
+// logLost tells of the admissions a pass found lost, at ERROR.
+func (rc *Reconciler) logLost(rep Report) {
+	if rep.LostAdmissions == 0 {
+		return
+	}
+	buyers := make([]string, 0, len(rep.LostOrders))
+	for _, a := range rep.Lost[:len(rep.LostOrders)] {
+		buyers = append(buyers, a.UserID)
+	}
+	rc.logger().Error("accepted purchases lost: Redis lost their reservations before their orders were written, and no workflow will write them",
+		"sale_id", rep.SaleID, "lost", rep.LostAdmissions, "order_ids", rep.LostOrders, "buyers", buyers)
+}
+
+// recoverLost admits the purchases this pass found lost again, under their
+// own order ids, so that the 202 their buyers hold is true after all.
+// reserve.lua decides as for any purchase: the sale must be open and
+// loaded, have a unit, and the buyer hold none (one who bought again has
+// their new order; one who retried with their Idempotency-Key after a
+// failover has theirs). It is safe however late: the order is the same
+// order (same id, sale and buyer), so a relay that still starts it from an
+// intent read before Redis lost it meets the same workflow, and the saga
+// deducts once per order id. What it cannot restore is the purchase's
+// Idempotency-Key: a retry with it answers 409 ALREADY_PURCHASED naming the
+// order, not 202.
+func (rc *Reconciler) recoverLost(ctx context.Context, rep *Report) {
+	for _, a := range rep.Lost {
+		id, err := rc.Stock.Reserve(ctx, a.SaleID, a.UserID, a.OrderID, "")
+		if id != a.OrderID || (err != nil && !redisack.IsNotAcknowledged(err)) {
+			rc.logger().Info("a lost purchase cannot be admitted again", "order_id", a.OrderID, "sale_id", a.SaleID, "user_id", a.UserID, "err", err)
+			continue
+		}
+		// Not confirmed by a replica: the relay starts it once one has it.
+		if err := rc.Store.MarkAdmissionRecovered(ctx, a.OrderID); err != nil {
+			rc.logger().Warn("record a recovered purchase", "order_id", a.OrderID, "err", err)
+		}
+		rep.Recovered = append(rep.Recovered, a.OrderID)
+	}
+}
+
 // DefaultLostAfter is Reconciler.LostAfter's default, and how old an
 // admission the audit finds gone must be, outside a settled audit, to be
 // called lost.
 const DefaultLostAfter = time.Minute
+
+// markLost marks as lost, and adds to rep, the admissions of unplaced
+// (none with an order row) that Redis does not hold (buyers, read before
+// them; loaded: whether Redis holds the sale at all), that have no
+// workflow and are older than LostAfter, and that no other reconciler
+// marked first.
+func (rc *Reconciler) markLost(ctx context.Context, unplaced []store.Admission, buyers map[string]int64, loaded bool, rep *Report) error {
+	lostAfter := rc.LostAfter
+	if lostAfter == 0 {
+		lostAfter = DefaultLostAfter
+	}
+	for _, a := range unplaced {
+		held := loaded && buyers[a.UserID] == a.OrderID
+		if held || !a.LostAt.IsZero() || time.Since(orderid.Time(a.OrderID)) < lostAfter {
+			continue
+		}
+		if rc.Temporal != nil {
+			started, err := WorkflowExists(ctx, rc.Temporal, a.OrderID)
+			if err != nil {
+				return err
+			}
+			if started {
+				continue // its workflow writes its row; Stranded ends it if it closed without
+			}
+		}
+		marked, err := rc.Store.MarkAdmissionLost(ctx, a.OrderID)
+		if err != nil {
+			return err
+		}
+		if marked {
+			rep.Lost = append(rep.Lost, a)
+			if len(rep.LostOrders) < 10 {
+				rep.LostOrders = append(rep.LostOrders, a.OrderID)
+			}
+		}
+	}
+	rep.LostAdmissions = len(rep.Lost)
+	return nil
+}
+
+// EndedLost finds the admissions lost in sales that ended before a pass
+// looked at them again (Sale reconciles only open sales): those admitted
+// in the last day, remembered, not found lost yet, with no order row, of a
+// sale not in open. Nothing is repaired in an ended sale, and a lost
+// purchase cannot be admitted again; it is logged and counted.
+func (rc *Reconciler) EndedLost(ctx context.Context, open map[int64]bool) ([]Report, error) {
+	recent, err := rc.Store.UnplacedAdmissionsSince(ctx, time.Now().Add(-24*time.Hour))
+	if err != nil {
+		return nil, err
+	}
+	var sales []int64
+	for _, a := range recent {
+		if !open[a.SaleID] && !slices.Contains(sales, a.SaleID) {
+			sales = append(sales, a.SaleID)
+		}
+	}
+	var reps []Report
+	for _, id := range sales {
+		// Redis first, then the rows: a release follows its order's row,
+		// so an admission Redis no longer held has its row by then, or
+		// never will.
+		buyers, err := rc.Stock.Buyers(ctx, id)
+		if err != nil {
+			return reps, err
+		}
+		unplaced, err := rc.Store.UnplacedAdmissions(ctx, id)
+		if err != nil {
+			return reps, err
+		}
+		rep := Report{SaleID: id}
+		if err := rc.markLost(ctx, unplaced, buyers, true, &rep); err != nil {
+			return reps, err
+		}
+		if rep.LostAdmissions > 0 {
+			rc.logLost(rep)
+			if rc.OnRepair != nil {
+				rc.OnRepair(rep)
+			}
+			reps = append(reps, rep)
+		}
+	}
+	return reps, nil
+}
 
 // WorkflowExists reports whether order orderID's workflow was started.
 func WorkflowExists(ctx context.Context, tc client.Client, orderID int64) (bool, error) {
@@ -387,7 +491,9 @@ func (rc *Reconciler) All(ctx context.Context) ([]Report, error) {
 	// are joined and the pass goes on.
 	var reps []Report
 	var errs error
+	open := make(map[int64]bool, len(sales))
 	for _, s := range sales {
+		open[s.ID] = true
 		r, err := rc.Sale(ctx, s.ID)
 		if err != nil {
 			errs = errors.Join(errs, fmt.Errorf("reconcile sale %d: %w", s.ID, err))
@@ -395,7 +501,11 @@ func (rc *Reconciler) All(ctx context.Context) ([]Report, error) {
 		}
 		reps = append(reps, r)
 	}
-	return reps, errs
+	ended, err := rc.EndedLost(ctx, open)
+	if err != nil {
+		errs = errors.Join(errs, fmt.Errorf("lost admissions of ended sales: %w", err))
+	}
+	return append(reps, ended...), errs
 }
 
 // Run reconciles every interval until ctx ends.

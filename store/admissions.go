@@ -10,6 +10,7 @@ import (
 	"github.com/seckill/seckill/ent"
 	"github.com/seckill/seckill/ent/admission"
 	"github.com/seckill/seckill/ent/order"
+	"github.com/seckill/seckill/orderid"
 )
 
 // Admission is a purchase Redis admitted, as the reconciler remembers it
@@ -24,6 +25,8 @@ type Admission struct {
 	SeenAt     time.Time
 	// LostAt is when a reconciler found it lost; zero if none has.
 	LostAt time.Time
+	// RecoveredAt is when a reconciler admitted it again; zero if none has.
+	RecoveredAt time.Time
 }
 
 // RememberAdmissions records buyers a pass saw holding a unit of saleID
@@ -48,24 +51,46 @@ func (s *Store) RememberAdmissions(ctx context.Context, saleID int64, buyers []B
 // no order row, oldest first: those still on their way to the saga, and
 // those lost.
 func (s *Store) UnplacedAdmissions(ctx context.Context, saleID int64) ([]Admission, error) {
-	rows, err := s.db.Admission.Query().
-		Where(admission.SaleID(saleID), func(sel *entsql.Selector) {
-			orders := entsql.Table(order.Table)
-			sel.Where(entsql.NotExists(entsql.Select(orders.C(order.FieldID)).From(orders).
-				Where(entsql.ColumnsEQ(orders.C(order.FieldID), sel.C(admission.FieldID)))))
-		}).
+	rows, err := s.db.Admission.Query().Where(admission.SaleID(saleID), unplaced).
 		Order(ent.Asc(admission.FieldID)).All(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("unplaced admissions of sale %d: %w", saleID, err)
 	}
+	return admissions(rows), nil
+}
+
+// UnplacedAdmissionsSince lists the remembered admissions of every sale
+// admitted since since (the time in their order ids: a range of the
+// primary key) that have no order row and have not been found lost.
+func (s *Store) UnplacedAdmissionsSince(ctx context.Context, since time.Time) ([]Admission, error) {
+	rows, err := s.db.Admission.Query().
+		Where(admission.IDGTE(orderid.FirstAt(since)), admission.LostAtIsNil(), unplaced).
+		Order(ent.Asc(admission.FieldID)).All(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("unplaced admissions since %s: %w", since, err)
+	}
+	return admissions(rows), nil
+}
+
+// unplaced keeps the admissions without an order row.
+func unplaced(sel *entsql.Selector) {
+	orders := entsql.Table(order.Table)
+	sel.Where(entsql.NotExists(entsql.Select(orders.C(order.FieldID)).From(orders).
+		Where(entsql.ColumnsEQ(orders.C(order.FieldID), sel.C(admission.FieldID)))))
+}
+
+func admissions(rows []*ent.Admission) []Admission {
 	out := make([]Admission, len(rows))
 	for i, r := range rows {
 		out[i] = Admission{OrderID: r.ID, SaleID: r.SaleID, UserID: r.UserID, Replicated: r.Replicated, SeenAt: r.SeenAt}
 		if r.LostAt != nil {
 			out[i].LostAt = *r.LostAt
 		}
+		if r.RecoveredAt != nil {
+			out[i].RecoveredAt = *r.RecoveredAt
+		}
 	}
-	return out, nil
+	return out
 }
 
 // MarkAdmissionLost records that the admission was found lost. It reports
@@ -78,4 +103,13 @@ func (s *Store) MarkAdmissionLost(ctx context.Context, orderID int64) (bool, err
 		return false, fmt.Errorf("mark admission %d lost: %w", orderID, err)
 	}
 	return n == 1, nil
+}
+
+// MarkAdmissionRecovered records that a lost admission was admitted again
+// under its order id.
+func (s *Store) MarkAdmissionRecovered(ctx context.Context, orderID int64) error {
+	if err := s.db.Admission.UpdateOneID(orderID).SetRecoveredAt(time.Now()).Exec(ctx); err != nil {
+		return fmt.Errorf("mark admission %d recovered: %w", orderID, err)
+	}
+	return nil
 }

@@ -23,6 +23,8 @@ const (
 	FieldSeenAt = "seen_at"
 	// FieldLostAt holds the string denoting the lost_at field in the database.
 	FieldLostAt = "lost_at"
+	// FieldRecoveredAt holds the string denoting the recovered_at field in the database.
+	FieldRecoveredAt = "recovered_at"
 	// Table holds the table name of the admission in the database.
 	Table = "admissions"
 )
@@ -35,6 +37,7 @@ var Columns = []string{
 	FieldReplicated,
 	FieldSeenAt,
 	FieldLostAt,
+	FieldRecoveredAt,
 }
 
 // ValidColumn reports if the column name is valid (part of the table columns).
@@ -89,4 +92,9 @@ func BySeenAt(opts ...sql.OrderTermOption) OrderOption {
 // ByLostAt orders the results by the lost_at field.
 func ByLostAt(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldLostAt, opts...).ToFunc()
+}
+
+// ByRecoveredAt orders the results by the recovered_at field.
+func ByRecoveredAt(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldRecoveredAt, opts...).ToFunc()
 }

@@ -79,6 +79,11 @@ func LostAt(v time.Time) predicate.Admission {
 	return predicate.Admission(sql.FieldEQ(FieldLostAt, v))
 }
 
+// RecoveredAt applies equality check predicate on the "recovered_at" field. It's identical to RecoveredAtEQ.
+func RecoveredAt(v time.Time) predicate.Admission {
+	return predicate.Admission(sql.FieldEQ(FieldRecoveredAt, v))
+}
+
 // SaleIDEQ applies the EQ predicate on the "sale_id" field.
 func SaleIDEQ(v int64) predicate.Admission {
 	return predicate.Admission(sql.FieldEQ(FieldSaleID, v))
@@ -282,6 +287,56 @@ func LostAtIsNil() predicate.Admission {
 // LostAtNotNil applies the NotNil predicate on the "lost_at" field.
 func LostAtNotNil() predicate.Admission {
 	return predicate.Admission(sql.FieldNotNull(FieldLostAt))
+}
+
+// RecoveredAtEQ applies the EQ predicate on the "recovered_at" field.
+func RecoveredAtEQ(v time.Time) predicate.Admission {
+	return predicate.Admission(sql.FieldEQ(FieldRecoveredAt, v))
+}
+
+// RecoveredAtNEQ applies the NEQ predicate on the "recovered_at" field.
+func RecoveredAtNEQ(v time.Time) predicate.Admission {
+	return predicate.Admission(sql.FieldNEQ(FieldRecoveredAt, v))
+}
+
+// RecoveredAtIn applies the In predicate on the "recovered_at" field.
+func RecoveredAtIn(vs ...time.Time) predicate.Admission {
+	return predicate.Admission(sql.FieldIn(FieldRecoveredAt, vs...))
+}
+
+// RecoveredAtNotIn applies the NotIn predicate on the "recovered_at" field.
+func RecoveredAtNotIn(vs ...time.Time) predicate.Admission {
+	return predicate.Admission(sql.FieldNotIn(FieldRecoveredAt, vs...))
+}
+
+// RecoveredAtGT applies the GT predicate on the "recovered_at" field.
+func RecoveredAtGT(v time.Time) predicate.Admission {
+	return predicate.Admission(sql.FieldGT(FieldRecoveredAt, v))
+}
+
+// RecoveredAtGTE applies the GTE predicate on the "recovered_at" field.
+func RecoveredAtGTE(v time.Time) predicate.Admission {
+	return predicate.Admission(sql.FieldGTE(FieldRecoveredAt, v))
+}
+
+// RecoveredAtLT applies the LT predicate on the "recovered_at" field.
+func RecoveredAtLT(v time.Time) predicate.Admission {
+	return predicate.Admission(sql.FieldLT(FieldRecoveredAt, v))
+}
+
+// RecoveredAtLTE applies the LTE predicate on the "recovered_at" field.
+func RecoveredAtLTE(v time.Time) predicate.Admission {
+	return predicate.Admission(sql.FieldLTE(FieldRecoveredAt, v))
+}
+
+// RecoveredAtIsNil applies the IsNil predicate on the "recovered_at" field.
+func RecoveredAtIsNil() predicate.Admission {
+	return predicate.Admission(sql.FieldIsNull(FieldRecoveredAt))
+}
+
+// RecoveredAtNotNil applies the NotNil predicate on the "recovered_at" field.
+func RecoveredAtNotNil() predicate.Admission {
+	return predicate.Admission(sql.FieldNotNull(FieldRecoveredAt))
 }
 
 // And groups predicates with the AND operator between them.

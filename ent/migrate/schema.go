@@ -17,6 +17,7 @@ var (
 		{Name: "replicated", Type: field.TypeBool, Default: false},
 		{Name: "seen_at", Type: field.TypeTime},
 		{Name: "lost_at", Type: field.TypeTime, Nullable: true},
+		{Name: "recovered_at", Type: field.TypeTime, Nullable: true},
 	}
 	// AdmissionsTable holds the schema information for the "admissions" table.
 	AdmissionsTable = &schema.Table{

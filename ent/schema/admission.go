@@ -27,14 +27,16 @@ func (Admission) Fields() []ent.Field {
 		field.String("user_id").NotEmpty().MaxLen(128).Immutable(),
 		// Replicated: the pass confirmed a replica held the admission
 		// (--admit-ack=replica), so its buyer was answered 202 or will be
-		// on a retry with their key. False without acknowledgement: the
-		// buyer may have been answered UNCONFIRMED or nothing.
+		// on a retry with their key. False when writes wait for no replica.
 		field.Bool("replicated").Default(false).Immutable(),
 		field.Time("seen_at").Default(time.Now).Immutable(),
 		// When a reconciler found the admission lost (gone from Redis, no
 		// order row, no workflow): it is counted once, however many
 		// reconcilers look.
 		field.Time("lost_at").Optional().Nillable(),
+		// When a reconciler admitted the lost purchase again under its
+		// order id, so that its buyer's 202 is honoured after all.
+		field.Time("recovered_at").Optional().Nillable(),
 	}
 }
 
