@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-redsync/redsync/v4"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/redis/go-redis/v9"
 
@@ -64,7 +65,8 @@ func TestLostAdmissionsAreFoundAfterARestart(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	restarted := &reconcile.Reconciler{Store: rc.Store, Stock: rc.Stock, Grace: time.Nanosecond}
+	reg := prometheus.NewRegistry()
+	restarted := (&reconcile.Reconciler{Store: rc.Store, Stock: rc.Stock, Grace: time.Nanosecond}).WithMetrics(reg)
 	rep, err := restarted.Sale(ctx, id)
 	if err != nil || rep.LostAdmissions != 2 || !slices.Equal(rep.LostOrders, []int64{2000, 2001}) {
 		t.Fatalf("after the loss and a restart: %+v %v; want 2 lost: 2000, 2001", rep, err)
@@ -74,6 +76,11 @@ func TestLostAdmissionsAreFoundAfterARestart(t *testing.T) {
 	}
 	if !slices.Equal(rep.Recovered, []int64{2000}) {
 		t.Fatalf("recovered %v, want 2000 (the last unit), not 2001 (sold out)", rep.Recovered)
+	}
+	for name, want := range map[string]float64{"seckill_reconciler_lost_admissions_total": 2, "seckill_reconciler_recovered_admissions_total": 1} {
+		if got := counter(t, reg, name); got != want {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
 	}
 	if held, ok, err := rc.Stock.Holder(ctx, id, "late-0"); err != nil || !ok || held != 2000 {
 		t.Fatalf("late-0 holds %d %v %v, want order 2000 again", held, ok, err)
@@ -199,4 +206,19 @@ func TestLostAdmissionsOfAnEndedSaleAreFound(t *testing.T) {
 	if reps, err := restarted.All(ctx); err != nil || len(reps) != 0 {
 		t.Fatalf("next pass: %+v %v; want the loss counted once", reps, err)
 	}
+}
+
+func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == name && len(f.GetMetric()) == 1 {
+			return f.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	t.Fatalf("no counter %s", name)
+	return 0
 }
