@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/redis/go-redis/v9"
+	"go.temporal.io/sdk/client"
 
 	"github.com/seckill/seckill/audit"
 	"github.com/seckill/seckill/domain"
@@ -221,4 +222,36 @@ func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	}
 	t.Fatalf("no counter %s", name)
 	return 0
+}
+
+// An admission whose workflow was started is not lost when Redis loses
+// it: the workflow writes its row.
+func TestStartedAdmissionIsNotCalledLost(t *testing.T) {
+	tp := testenv.StartTemporal(t)
+	tc, err := client.Dial(client.Options{HostPort: tp.Address()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tc.Close)
+	rc, id := sale(t, 5, 0)
+	rc.Temporal = tc
+	ctx := context.Background()
+	for i := range 2 {
+		if _, err := rc.Stock.Reserve(ctx, id, fmt.Sprintf("b%d", i), int64(2000+i), ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rep, err := rc.Sale(ctx, id); err != nil || rep.Remembered != 2 {
+		t.Fatalf("first pass: %+v %v; want 2 remembered", rep, err)
+	}
+	// The relay started 2000's workflow (no worker runs it here).
+	if _, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: domain.WorkflowID(2000), TaskQueue: "seckill-orders"}, "OrderWorkflow"); err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.Stock.Client().FlushDB(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := rc.Sale(ctx, id); err != nil || !slices.Equal(rep.LostOrders, []int64{2001}) {
+		t.Fatalf("after the loss: %+v %v; want only 2001 lost", rep, err)
+	}
 }
