@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/go-redsync/redsync/v4"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"go.temporal.io/sdk/client"
 
