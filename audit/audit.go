@@ -17,6 +17,7 @@ import (
 	"github.com/seckill/seckill/ent"
 	"github.com/seckill/seckill/ent/order"
 	"github.com/seckill/seckill/ent/stockmovement"
+	"github.com/seckill/seckill/orderid"
 	"github.com/seckill/seckill/reconcile"
 	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
@@ -61,10 +62,21 @@ type Report struct {
 	// them (an operator's Terminate): the reconciler ends them
 	// (docs/design.md §4.8). Checked with Temporal when Settled; -1 if not.
 	Stranded int `json:"stranded"`
+	// Lost are the accepted purchases lost (invariant 4): admissions the
+	// reconciler remembered (docs/design.md §3.14) that Redis no longer
+	// holds, with no order row and no workflow, in a settled sale or older
+	// than reconcile.DefaultLostAfter (or found lost by a reconciler).
+	Lost []LostPurchase `json:"lost_purchases,omitempty"`
 	// Retired: the sale has ended and its keys have left Redis; only the
 	// database's invariants are checked.
 	Retired    bool     `json:"retired,omitempty"`
 	Violations []string `json:"violations"`
+}
+
+// LostPurchase is an accepted purchase no order will come of.
+type LostPurchase struct {
+	OrderID int64  `json:"order_id,string"`
+	UserID  string `json:"user_id"`
 }
 
 // OK reports whether no invariant was violated.
@@ -205,6 +217,10 @@ func Sale(ctx context.Context, src Sources, saleID int64, exp Expect) (Report, e
 		}
 	}
 
+	if err := checkLost(ctx, src, saleID, exp.Settled || exp.Quiescent, &r); err != nil {
+		return r, err
+	}
+
 	if exp.Settled || exp.Quiescent {
 		// Invariant 3: conservation.
 		if r.DBStock+r.LiveOrders != r.TotalStock {
@@ -284,5 +300,60 @@ func checkLedgerPerOrder(ctx context.Context, db *ent.Client, saleID int64, move
 			r.violate("order %d is %s but its unit was never restored", o.ID, status)
 		}
 	}
+	return nil
+}
+
+// checkLost finds the accepted purchases that were lost (invariant 4) in
+// the reconciler's memory of admissions: Redis no longer holds the buyer
+// with that order, the order has no row and no workflow, and either a
+// reconciler found it lost, the sale is settled (nothing is on its way), or
+// it was admitted longer ago than reconcile.DefaultLostAfter (a relay
+// holding its intent would have started it by then). An admission made
+// and lost between two reconciler passes was never remembered: the audit
+// cannot see it (docs/design.md §3.14).
+func checkLost(ctx context.Context, src Sources, saleID int64, settled bool, r *Report) error {
+	unplaced, err := src.Store.UnplacedAdmissions(ctx, saleID)
+	if err != nil || len(unplaced) == 0 {
+		return err
+	}
+	buyers, err := src.Stock.Buyers(ctx, saleID)
+	if err != nil {
+		return err
+	}
+	for _, a := range unplaced {
+		if buyers[a.UserID] == a.OrderID {
+			continue // on its way to its saga
+		}
+		if a.LostAt.IsZero() {
+			if !settled && time.Since(orderid.Time(a.OrderID)) < reconcile.DefaultLostAfter {
+				continue
+			}
+			if src.Temporal != nil {
+				started, err := reconcile.WorkflowExists(ctx, src.Temporal, a.OrderID)
+				if err != nil {
+					return fmt.Errorf("audit lost purchases: %w", err)
+				}
+				if started {
+					continue // its workflow writes its row, or the stranded check names it
+				}
+			}
+		}
+		r.Lost = append(r.Lost, LostPurchase{OrderID: a.OrderID, UserID: a.UserID})
+	}
+	if len(r.Lost) == 0 {
+		return nil
+	}
+	var b strings.Builder
+	for i, l := range r.Lost {
+		if i == 20 {
+			fmt.Fprintf(&b, ", and %d more (--json lists them all)", len(r.Lost)-i)
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "order %d (buyer %s)", l.OrderID, l.UserID)
+	}
+	r.violate("%d accepted purchases lost: Redis lost their reservations before their orders were written: %s", len(r.Lost), b.String())
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"entgo.io/ent/dialect"
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
+	"github.com/seckill/seckill/ent/admission"
 	"github.com/seckill/seckill/ent/order"
 	"github.com/seckill/seckill/ent/sale"
 	"github.com/seckill/seckill/ent/stockmovement"
@@ -27,6 +28,8 @@ type Client struct {
 	config
 	// Schema is the client for creating, migrating and dropping schema.
 	Schema *migrate.Schema
+	// Admission is the client for interacting with the Admission builders.
+	Admission *AdmissionClient
 	// Order is the client for interacting with the Order builders.
 	Order *OrderClient
 	// Sale is the client for interacting with the Sale builders.
@@ -44,6 +47,7 @@ func NewClient(opts ...Option) *Client {
 
 func (c *Client) init() {
 	c.Schema = migrate.NewSchema(c.driver)
+	c.Admission = NewAdmissionClient(c.config)
 	c.Order = NewOrderClient(c.config)
 	c.Sale = NewSaleClient(c.config)
 	c.StockMovement = NewStockMovementClient(c.config)
@@ -139,6 +143,7 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 	return &Tx{
 		ctx:           ctx,
 		config:        cfg,
+		Admission:     NewAdmissionClient(cfg),
 		Order:         NewOrderClient(cfg),
 		Sale:          NewSaleClient(cfg),
 		StockMovement: NewStockMovementClient(cfg),
@@ -161,6 +166,7 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 	return &Tx{
 		ctx:           ctx,
 		config:        cfg,
+		Admission:     NewAdmissionClient(cfg),
 		Order:         NewOrderClient(cfg),
 		Sale:          NewSaleClient(cfg),
 		StockMovement: NewStockMovementClient(cfg),
@@ -170,7 +176,7 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 // Debug returns a new debug-client. It's used to get verbose logging on specific operations.
 //
 //	client.Debug().
-//		Order.
+//		Admission.
 //		Query().
 //		Count(ctx)
 func (c *Client) Debug() *Client {
@@ -192,6 +198,7 @@ func (c *Client) Close() error {
 // Use adds the mutation hooks to all the entity clients.
 // In order to add hooks to a specific client, call: `client.Node.Use(...)`.
 func (c *Client) Use(hooks ...Hook) {
+	c.Admission.Use(hooks...)
 	c.Order.Use(hooks...)
 	c.Sale.Use(hooks...)
 	c.StockMovement.Use(hooks...)
@@ -200,6 +207,7 @@ func (c *Client) Use(hooks ...Hook) {
 // Intercept adds the query interceptors to all the entity clients.
 // In order to add interceptors to a specific client, call: `client.Node.Intercept(...)`.
 func (c *Client) Intercept(interceptors ...Interceptor) {
+	c.Admission.Intercept(interceptors...)
 	c.Order.Intercept(interceptors...)
 	c.Sale.Intercept(interceptors...)
 	c.StockMovement.Intercept(interceptors...)
@@ -208,6 +216,8 @@ func (c *Client) Intercept(interceptors ...Interceptor) {
 // Mutate implements the ent.Mutator interface.
 func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 	switch m := m.(type) {
+	case *AdmissionMutation:
+		return c.Admission.mutate(ctx, m)
 	case *OrderMutation:
 		return c.Order.mutate(ctx, m)
 	case *SaleMutation:
@@ -216,6 +226,139 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.StockMovement.mutate(ctx, m)
 	default:
 		return nil, fmt.Errorf("ent: unknown mutation type %T", m)
+	}
+}
+
+// AdmissionClient is a client for the Admission schema.
+type AdmissionClient struct {
+	config
+}
+
+// NewAdmissionClient returns a client for the Admission from the given config.
+func NewAdmissionClient(c config) *AdmissionClient {
+	return &AdmissionClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `admission.Hooks(f(g(h())))`.
+func (c *AdmissionClient) Use(hooks ...Hook) {
+	c.hooks.Admission = append(c.hooks.Admission, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `admission.Intercept(f(g(h())))`.
+func (c *AdmissionClient) Intercept(interceptors ...Interceptor) {
+	c.inters.Admission = append(c.inters.Admission, interceptors...)
+}
+
+// Create returns a builder for creating a Admission entity.
+func (c *AdmissionClient) Create() *AdmissionCreate {
+	mutation := newAdmissionMutation(c.config, OpCreate)
+	return &AdmissionCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of Admission entities.
+func (c *AdmissionClient) CreateBulk(builders ...*AdmissionCreate) *AdmissionCreateBulk {
+	return &AdmissionCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *AdmissionClient) MapCreateBulk(slice any, setFunc func(*AdmissionCreate, int)) *AdmissionCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &AdmissionCreateBulk{err: fmt.Errorf("calling to AdmissionClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*AdmissionCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &AdmissionCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for Admission.
+func (c *AdmissionClient) Update() *AdmissionUpdate {
+	mutation := newAdmissionMutation(c.config, OpUpdate)
+	return &AdmissionUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *AdmissionClient) UpdateOne(_m *Admission) *AdmissionUpdateOne {
+	mutation := newAdmissionMutation(c.config, OpUpdateOne, withAdmission(_m))
+	return &AdmissionUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *AdmissionClient) UpdateOneID(id int64) *AdmissionUpdateOne {
+	mutation := newAdmissionMutation(c.config, OpUpdateOne, withAdmissionID(id))
+	return &AdmissionUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for Admission.
+func (c *AdmissionClient) Delete() *AdmissionDelete {
+	mutation := newAdmissionMutation(c.config, OpDelete)
+	return &AdmissionDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *AdmissionClient) DeleteOne(_m *Admission) *AdmissionDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *AdmissionClient) DeleteOneID(id int64) *AdmissionDeleteOne {
+	builder := c.Delete().Where(admission.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &AdmissionDeleteOne{builder}
+}
+
+// Query returns a query builder for Admission.
+func (c *AdmissionClient) Query() *AdmissionQuery {
+	return &AdmissionQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeAdmission},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a Admission entity by its id.
+func (c *AdmissionClient) Get(ctx context.Context, id int64) (*Admission, error) {
+	return c.Query().Where(admission.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *AdmissionClient) GetX(ctx context.Context, id int64) *Admission {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *AdmissionClient) Hooks() []Hook {
+	return c.hooks.Admission
+}
+
+// Interceptors returns the client interceptors.
+func (c *AdmissionClient) Interceptors() []Interceptor {
+	return c.inters.Admission
+}
+
+func (c *AdmissionClient) mutate(ctx context.Context, m *AdmissionMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&AdmissionCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&AdmissionUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&AdmissionUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&AdmissionDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown Admission mutation op: %q", m.Op())
 	}
 }
 
@@ -653,10 +796,10 @@ func (c *StockMovementClient) mutate(ctx context.Context, m *StockMovementMutati
 // hooks and interceptors per client, for fast access.
 type (
 	hooks struct {
-		Order, Sale, StockMovement []ent.Hook
+		Admission, Order, Sale, StockMovement []ent.Hook
 	}
 	inters struct {
-		Order, Sale, StockMovement []ent.Interceptor
+		Admission, Order, Sale, StockMovement []ent.Interceptor
 	}
 )
 

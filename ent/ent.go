@@ -12,6 +12,7 @@ import (
 	"entgo.io/ent"
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
+	"github.com/seckill/seckill/ent/admission"
 	"github.com/seckill/seckill/ent/order"
 	"github.com/seckill/seckill/ent/sale"
 	"github.com/seckill/seckill/ent/stockmovement"
@@ -75,6 +76,7 @@ var (
 func checkColumn(t, c string) error {
 	initCheck.Do(func() {
 		columnCheck = sql.NewColumnCheck(map[string]func(string) bool{
+			admission.Table:     admission.ValidColumn,
 			order.Table:         order.ValidColumn,
 			sale.Table:          sale.ValidColumn,
 			stockmovement.Table: stockmovement.ValidColumn,

@@ -11,6 +11,7 @@ import (
 
 	"entgo.io/ent"
 	"entgo.io/ent/dialect/sql"
+	"github.com/seckill/seckill/ent/admission"
 	"github.com/seckill/seckill/ent/order"
 	"github.com/seckill/seckill/ent/predicate"
 	"github.com/seckill/seckill/ent/sale"
@@ -26,10 +27,690 @@ const (
 	OpUpdateOne = ent.OpUpdateOne
 
 	// Node types.
+	TypeAdmission     = "Admission"
 	TypeOrder         = "Order"
 	TypeSale          = "Sale"
 	TypeStockMovement = "StockMovement"
 )
+
+// AdmissionMutation represents an operation that mutates the Admission nodes in the graph.
+type AdmissionMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *int64
+	sale_id       *int64
+	addsale_id    *int64
+	user_id       *string
+	replicated    *bool
+	seen_at       *time.Time
+	lost_at       *time.Time
+	recovered_at  *time.Time
+	clearedFields map[string]struct{}
+	done          bool
+	oldValue      func(context.Context) (*Admission, error)
+	predicates    []predicate.Admission
+}
+
+var _ ent.Mutation = (*AdmissionMutation)(nil)
+
+// admissionOption allows management of the mutation configuration using functional options.
+type admissionOption func(*AdmissionMutation)
+
+// newAdmissionMutation creates new mutation for the Admission entity.
+func newAdmissionMutation(c config, op Op, opts ...admissionOption) *AdmissionMutation {
+	m := &AdmissionMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeAdmission,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withAdmissionID sets the ID field of the mutation.
+func withAdmissionID(id int64) admissionOption {
+	return func(m *AdmissionMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *Admission
+		)
+		m.oldValue = func(ctx context.Context) (*Admission, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().Admission.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withAdmission sets the old Admission of the mutation.
+func withAdmission(node *Admission) admissionOption {
+	return func(m *AdmissionMutation) {
+		m.oldValue = func(context.Context) (*Admission, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m AdmissionMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m AdmissionMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// SetID sets the value of the id field. Note that this
+// operation is only accepted on creation of Admission entities.
+func (m *AdmissionMutation) SetID(id int64) {
+	m.id = &id
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *AdmissionMutation) ID() (id int64, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *AdmissionMutation) IDs(ctx context.Context) ([]int64, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int64{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().Admission.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetSaleID sets the "sale_id" field.
+func (m *AdmissionMutation) SetSaleID(i int64) {
+	m.sale_id = &i
+	m.addsale_id = nil
+}
+
+// SaleID returns the value of the "sale_id" field in the mutation.
+func (m *AdmissionMutation) SaleID() (r int64, exists bool) {
+	v := m.sale_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSaleID returns the old "sale_id" field's value of the Admission entity.
+// If the Admission object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *AdmissionMutation) OldSaleID(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSaleID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSaleID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSaleID: %w", err)
+	}
+	return oldValue.SaleID, nil
+}
+
+// AddSaleID adds i to the "sale_id" field.
+func (m *AdmissionMutation) AddSaleID(i int64) {
+	if m.addsale_id != nil {
+		*m.addsale_id += i
+	} else {
+		m.addsale_id = &i
+	}
+}
+
+// AddedSaleID returns the value that was added to the "sale_id" field in this mutation.
+func (m *AdmissionMutation) AddedSaleID() (r int64, exists bool) {
+	v := m.addsale_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetSaleID resets all changes to the "sale_id" field.
+func (m *AdmissionMutation) ResetSaleID() {
+	m.sale_id = nil
+	m.addsale_id = nil
+}
+
+// SetUserID sets the "user_id" field.
+func (m *AdmissionMutation) SetUserID(s string) {
+	m.user_id = &s
+}
+
+// UserID returns the value of the "user_id" field in the mutation.
+func (m *AdmissionMutation) UserID() (r string, exists bool) {
+	v := m.user_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldUserID returns the old "user_id" field's value of the Admission entity.
+// If the Admission object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *AdmissionMutation) OldUserID(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldUserID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldUserID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldUserID: %w", err)
+	}
+	return oldValue.UserID, nil
+}
+
+// ResetUserID resets all changes to the "user_id" field.
+func (m *AdmissionMutation) ResetUserID() {
+	m.user_id = nil
+}
+
+// SetReplicated sets the "replicated" field.
+func (m *AdmissionMutation) SetReplicated(b bool) {
+	m.replicated = &b
+}
+
+// Replicated returns the value of the "replicated" field in the mutation.
+func (m *AdmissionMutation) Replicated() (r bool, exists bool) {
+	v := m.replicated
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldReplicated returns the old "replicated" field's value of the Admission entity.
+// If the Admission object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *AdmissionMutation) OldReplicated(ctx context.Context) (v bool, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldReplicated is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldReplicated requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldReplicated: %w", err)
+	}
+	return oldValue.Replicated, nil
+}
+
+// ResetReplicated resets all changes to the "replicated" field.
+func (m *AdmissionMutation) ResetReplicated() {
+	m.replicated = nil
+}
+
+// SetSeenAt sets the "seen_at" field.
+func (m *AdmissionMutation) SetSeenAt(t time.Time) {
+	m.seen_at = &t
+}
+
+// SeenAt returns the value of the "seen_at" field in the mutation.
+func (m *AdmissionMutation) SeenAt() (r time.Time, exists bool) {
+	v := m.seen_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSeenAt returns the old "seen_at" field's value of the Admission entity.
+// If the Admission object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *AdmissionMutation) OldSeenAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSeenAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSeenAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSeenAt: %w", err)
+	}
+	return oldValue.SeenAt, nil
+}
+
+// ResetSeenAt resets all changes to the "seen_at" field.
+func (m *AdmissionMutation) ResetSeenAt() {
+	m.seen_at = nil
+}
+
+// SetLostAt sets the "lost_at" field.
+func (m *AdmissionMutation) SetLostAt(t time.Time) {
+	m.lost_at = &t
+}
+
+// LostAt returns the value of the "lost_at" field in the mutation.
+func (m *AdmissionMutation) LostAt() (r time.Time, exists bool) {
+	v := m.lost_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldLostAt returns the old "lost_at" field's value of the Admission entity.
+// If the Admission object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *AdmissionMutation) OldLostAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldLostAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldLostAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldLostAt: %w", err)
+	}
+	return oldValue.LostAt, nil
+}
+
+// ClearLostAt clears the value of the "lost_at" field.
+func (m *AdmissionMutation) ClearLostAt() {
+	m.lost_at = nil
+	m.clearedFields[admission.FieldLostAt] = struct{}{}
+}
+
+// LostAtCleared returns if the "lost_at" field was cleared in this mutation.
+func (m *AdmissionMutation) LostAtCleared() bool {
+	_, ok := m.clearedFields[admission.FieldLostAt]
+	return ok
+}
+
+// ResetLostAt resets all changes to the "lost_at" field.
+func (m *AdmissionMutation) ResetLostAt() {
+	m.lost_at = nil
+	delete(m.clearedFields, admission.FieldLostAt)
+}
+
+// SetRecoveredAt sets the "recovered_at" field.
+func (m *AdmissionMutation) SetRecoveredAt(t time.Time) {
+	m.recovered_at = &t
+}
+
+// RecoveredAt returns the value of the "recovered_at" field in the mutation.
+func (m *AdmissionMutation) RecoveredAt() (r time.Time, exists bool) {
+	v := m.recovered_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldRecoveredAt returns the old "recovered_at" field's value of the Admission entity.
+// If the Admission object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *AdmissionMutation) OldRecoveredAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldRecoveredAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldRecoveredAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldRecoveredAt: %w", err)
+	}
+	return oldValue.RecoveredAt, nil
+}
+
+// ClearRecoveredAt clears the value of the "recovered_at" field.
+func (m *AdmissionMutation) ClearRecoveredAt() {
+	m.recovered_at = nil
+	m.clearedFields[admission.FieldRecoveredAt] = struct{}{}
+}
+
+// RecoveredAtCleared returns if the "recovered_at" field was cleared in this mutation.
+func (m *AdmissionMutation) RecoveredAtCleared() bool {
+	_, ok := m.clearedFields[admission.FieldRecoveredAt]
+	return ok
+}
+
+// ResetRecoveredAt resets all changes to the "recovered_at" field.
+func (m *AdmissionMutation) ResetRecoveredAt() {
+	m.recovered_at = nil
+	delete(m.clearedFields, admission.FieldRecoveredAt)
+}
+
+// Where appends a list predicates to the AdmissionMutation builder.
+func (m *AdmissionMutation) Where(ps ...predicate.Admission) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the AdmissionMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *AdmissionMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.Admission, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *AdmissionMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *AdmissionMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (Admission).
+func (m *AdmissionMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *AdmissionMutation) Fields() []string {
+	fields := make([]string, 0, 6)
+	if m.sale_id != nil {
+		fields = append(fields, admission.FieldSaleID)
+	}
+	if m.user_id != nil {
+		fields = append(fields, admission.FieldUserID)
+	}
+	if m.replicated != nil {
+		fields = append(fields, admission.FieldReplicated)
+	}
+	if m.seen_at != nil {
+		fields = append(fields, admission.FieldSeenAt)
+	}
+	if m.lost_at != nil {
+		fields = append(fields, admission.FieldLostAt)
+	}
+	if m.recovered_at != nil {
+		fields = append(fields, admission.FieldRecoveredAt)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *AdmissionMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case admission.FieldSaleID:
+		return m.SaleID()
+	case admission.FieldUserID:
+		return m.UserID()
+	case admission.FieldReplicated:
+		return m.Replicated()
+	case admission.FieldSeenAt:
+		return m.SeenAt()
+	case admission.FieldLostAt:
+		return m.LostAt()
+	case admission.FieldRecoveredAt:
+		return m.RecoveredAt()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *AdmissionMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case admission.FieldSaleID:
+		return m.OldSaleID(ctx)
+	case admission.FieldUserID:
+		return m.OldUserID(ctx)
+	case admission.FieldReplicated:
+		return m.OldReplicated(ctx)
+	case admission.FieldSeenAt:
+		return m.OldSeenAt(ctx)
+	case admission.FieldLostAt:
+		return m.OldLostAt(ctx)
+	case admission.FieldRecoveredAt:
+		return m.OldRecoveredAt(ctx)
+	}
+	return nil, fmt.Errorf("unknown Admission field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *AdmissionMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case admission.FieldSaleID:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSaleID(v)
+		return nil
+	case admission.FieldUserID:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetUserID(v)
+		return nil
+	case admission.FieldReplicated:
+		v, ok := value.(bool)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetReplicated(v)
+		return nil
+	case admission.FieldSeenAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSeenAt(v)
+		return nil
+	case admission.FieldLostAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetLostAt(v)
+		return nil
+	case admission.FieldRecoveredAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetRecoveredAt(v)
+		return nil
+	}
+	return fmt.Errorf("unknown Admission field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *AdmissionMutation) AddedFields() []string {
+	var fields []string
+	if m.addsale_id != nil {
+		fields = append(fields, admission.FieldSaleID)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *AdmissionMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case admission.FieldSaleID:
+		return m.AddedSaleID()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *AdmissionMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case admission.FieldSaleID:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddSaleID(v)
+		return nil
+	}
+	return fmt.Errorf("unknown Admission numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *AdmissionMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(admission.FieldLostAt) {
+		fields = append(fields, admission.FieldLostAt)
+	}
+	if m.FieldCleared(admission.FieldRecoveredAt) {
+		fields = append(fields, admission.FieldRecoveredAt)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *AdmissionMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *AdmissionMutation) ClearField(name string) error {
+	switch name {
+	case admission.FieldLostAt:
+		m.ClearLostAt()
+		return nil
+	case admission.FieldRecoveredAt:
+		m.ClearRecoveredAt()
+		return nil
+	}
+	return fmt.Errorf("unknown Admission nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *AdmissionMutation) ResetField(name string) error {
+	switch name {
+	case admission.FieldSaleID:
+		m.ResetSaleID()
+		return nil
+	case admission.FieldUserID:
+		m.ResetUserID()
+		return nil
+	case admission.FieldReplicated:
+		m.ResetReplicated()
+		return nil
+	case admission.FieldSeenAt:
+		m.ResetSeenAt()
+		return nil
+	case admission.FieldLostAt:
+		m.ResetLostAt()
+		return nil
+	case admission.FieldRecoveredAt:
+		m.ResetRecoveredAt()
+		return nil
+	}
+	return fmt.Errorf("unknown Admission field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *AdmissionMutation) AddedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *AdmissionMutation) AddedIDs(name string) []ent.Value {
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *AdmissionMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *AdmissionMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *AdmissionMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *AdmissionMutation) EdgeCleared(name string) bool {
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *AdmissionMutation) ClearEdge(name string) error {
+	return fmt.Errorf("unknown Admission unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *AdmissionMutation) ResetEdge(name string) error {
+	return fmt.Errorf("unknown Admission edge %s", name)
+}
 
 // OrderMutation represents an operation that mutates the Order nodes in the graph.
 type OrderMutation struct {

@@ -5,6 +5,7 @@ package ent
 import (
 	"time"
 
+	"github.com/seckill/seckill/ent/admission"
 	"github.com/seckill/seckill/ent/order"
 	"github.com/seckill/seckill/ent/sale"
 	"github.com/seckill/seckill/ent/schema"
@@ -15,6 +16,38 @@ import (
 // (default values, validators, hooks and policies) and stitches it
 // to their package variables.
 func init() {
+	admissionFields := schema.Admission{}.Fields()
+	_ = admissionFields
+	// admissionDescUserID is the schema descriptor for user_id field.
+	admissionDescUserID := admissionFields[2].Descriptor()
+	// admission.UserIDValidator is a validator for the "user_id" field. It is called by the builders before save.
+	admission.UserIDValidator = func() func(string) error {
+		validators := admissionDescUserID.Validators
+		fns := [...]func(string) error{
+			validators[0].(func(string) error),
+			validators[1].(func(string) error),
+		}
+		return func(user_id string) error {
+			for _, fn := range fns {
+				if err := fn(user_id); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}()
+	// admissionDescReplicated is the schema descriptor for replicated field.
+	admissionDescReplicated := admissionFields[3].Descriptor()
+	// admission.DefaultReplicated holds the default value on creation for the replicated field.
+	admission.DefaultReplicated = admissionDescReplicated.Default.(bool)
+	// admissionDescSeenAt is the schema descriptor for seen_at field.
+	admissionDescSeenAt := admissionFields[4].Descriptor()
+	// admission.DefaultSeenAt holds the default value on creation for the seen_at field.
+	admission.DefaultSeenAt = admissionDescSeenAt.Default.(func() time.Time)
+	// admissionDescID is the schema descriptor for id field.
+	admissionDescID := admissionFields[0].Descriptor()
+	// admission.IDValidator is a validator for the "id" field. It is called by the builders before save.
+	admission.IDValidator = admissionDescID.Validators[0].(func(int64) error)
 	orderFields := schema.Order{}.Fields()
 	_ = orderFields
 	// orderDescUserID is the schema descriptor for user_id field.

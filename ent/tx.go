@@ -14,6 +14,8 @@ import (
 // Tx is a transactional client that is created by calling Client.Tx().
 type Tx struct {
 	config
+	// Admission is the client for interacting with the Admission builders.
+	Admission *AdmissionClient
 	// Order is the client for interacting with the Order builders.
 	Order *OrderClient
 	// Sale is the client for interacting with the Sale builders.
@@ -151,6 +153,7 @@ func (tx *Tx) Client() *Client {
 }
 
 func (tx *Tx) init() {
+	tx.Admission = NewAdmissionClient(tx.config)
 	tx.Order = NewOrderClient(tx.config)
 	tx.Sale = NewSaleClient(tx.config)
 	tx.StockMovement = NewStockMovementClient(tx.config)
@@ -163,7 +166,7 @@ func (tx *Tx) init() {
 // of them in order to commit or rollback the transaction.
 //
 // If a closed transaction is embedded in one of the generated entities, and the entity
-// applies a query, for example: Order.QueryXXX(), the query will be executed
+// applies a query, for example: Admission.QueryXXX(), the query will be executed
 // through the driver which created this transaction.
 //
 // Note that txDriver is not goroutine safe.

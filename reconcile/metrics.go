@@ -28,7 +28,11 @@ func (rc *Reconciler) WithMetrics(reg prometheus.Registerer) *Reconciler {
 		Name: "seckill_reconciler_lost_admissions_total",
 		Help: "Admitted orders (their buyers told 202) that Redis lost before any order row was written: found when a sale's Redis state was gone or rolled back (alert on any).",
 	})
-	reg.MustRegister(repairs, retired, stranded, lost)
+	recovered := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "seckill_reconciler_recovered_admissions_total",
+		Help: "Lost admissions (counted in seckill_reconciler_lost_admissions_total) the reconciler admitted again under their order ids, so their orders are placed after all.",
+	})
+	reg.MustRegister(repairs, retired, stranded, lost, recovered)
 	// Every kind is exported from the start, at zero, so a first repair is
 	// an increase an alert sees, not a series appearing out of nowhere.
 	for _, kind := range repairKinds {
@@ -47,6 +51,7 @@ func (rc *Reconciler) WithMetrics(reg prometheus.Registerer) *Reconciler {
 			repairs.WithLabelValues("remaining_fixed").Inc()
 		}
 		lost.Add(float64(r.LostAdmissions))
+		recovered.Add(float64(len(r.Recovered)))
 	}
 	rc.OnRetire = func(int64) { retired.Inc() }
 	rc.OnStranded = func(e Ending) { stranded.WithLabelValues(string(e.Status)).Inc() }

@@ -17,13 +17,16 @@ import (
 	"sync"
 	"time"
 
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/ent"
 	"github.com/seckill/seckill/fault"
+	"github.com/seckill/seckill/orderid"
 	"github.com/seckill/seckill/orders"
 	"github.com/seckill/seckill/push"
+	"github.com/seckill/seckill/redisack"
 	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
 )
@@ -45,14 +48,25 @@ type Report struct {
 	// pass read it, so the repair it planned was not applied. The next
 	// pass plans again from what is then true.
 	Raced bool
-	// LostAdmissions counts the buyers the previous pass saw holding a unit
-	// whom Redis has forgotten (it lost the sale, or went back in time: a
-	// restart without persistence, a failover to a replica behind) and who
-	// have no order in the database: they were told 202, and no order
-	// will come of it. LostOrders names up to ten of their order ids. The
-	// rebuild cannot give them their unit back; this says so.
+	// LostAdmissions counts the admissions a pass remembered (store.
+	// RememberAdmissions, by this reconciler or another, before a restart
+	// or after) that Redis has forgotten (it lost the sale, or went back in
+	// time: a restart without persistence, a failover to a replica behind)
+	// and that have no order row and no workflow: their buyers were told
+	// 202, and no order will come of it. Lost names them all, LostOrders
+	// up to ten of their order ids. The rebuild cannot give them their unit
+	// back; this says so. Each is counted by one pass only.
 	LostAdmissions int
 	LostOrders     []int64
+	Lost           []store.Admission
+	// Recovered are the lost admissions this pass admitted again under
+	// their order ids: the sale was open, had a unit, and the buyer held no
+	// other. Their orders are placed like any admission; the others stay
+	// lost.
+	Recovered []int64
+	// Remembered counts the admissions without an order row this pass
+	// recorded for the first time.
+	Remembered int
 }
 
 // Repaired reports whether anything changed.
@@ -84,15 +98,20 @@ type Reconciler struct {
 	OnStranded func(Ending)
 	Logger     *slog.Logger
 
-	// seen is, by sale, what the last pass of this reconciler read from
-	// Redis: what a loss is measured against.
-	seenMu sync.Mutex
-	seen   map[int64]seenSale
-}
+	// LostAfter is how long after its admission (the time in its order id)
+	// a remembered admission that Redis no longer holds, with no order row
+	// and no workflow, waits before it is called lost: a relay may hold its
+	// intent, read before Redis lost it, and be about to start it (a start
+	// takes at most 10 s; a batch a few). Default 1 minute; negative: at
+	// once, for seckill dev, whose in-process Redis dies with its only
+	// relay.
+	LostAfter time.Duration
 
-// seenSale is a sale's Redis state as a pass read it.
-type seenSale struct {
-	buyers map[string]int64
+	// remembered is, by sale, the order ids without a row that a pass of
+	// this reconciler has recorded: a later pass records only the new ones.
+	// A restart forgets it and records them again, which writes nothing.
+	rememberedMu sync.Mutex
+	remembered   map[int64]map[int64]bool
 }
 
 // Sale reconciles one sale under its lock.
@@ -101,14 +120,20 @@ func (rc *Reconciler) Sale(ctx context.Context, saleID int64) (Report, error) {
 	err := rc.Stock.WithSaleLock(ctx, saleID, func(ctx context.Context) error {
 		var err error
 		rep, err = rc.sale(ctx, saleID)
+		if err == nil {
+			rc.recoverLost(ctx, &rep)
+		}
 		return err
 	})
 	if err == nil && rep.Raced {
 		rc.logger().Info("reconciler left a sale that changed while it looked to the next pass", "sale_id", saleID)
 	}
-	if err == nil && rep.LostAdmissions > 0 {
-		rc.logger().Error("Redis lost admitted orders: their buyers were told 202, and the database has no order for them",
-			"sale_id", saleID, "lost", rep.LostAdmissions, "order_ids", rep.LostOrders)
+	if err == nil {
+		rc.logLost(rep)
+	}
+	if err == nil && len(rep.Recovered) > 0 {
+		rc.logger().Warn("lost purchases admitted again under their order ids: their orders will be placed",
+			"sale_id", saleID, "recovered", len(rep.Recovered), "order_ids", rep.Recovered)
 	}
 	if err == nil && (rep.Repaired() || rep.LostAdmissions > 0) {
 		// A Redis that did not hold the sale at all (seckill dev's, at
@@ -143,7 +168,7 @@ func (rc *Reconciler) Sale(ctx context.Context, saleID int64) (Report, error) {
 //     still v0: no purchase, release or load landed since step 1.
 func (rc *Reconciler) sale(ctx context.Context, saleID int64) (Report, error) {
 	rep := Report{SaleID: saleID}
-	rs, err := rc.Stock.Snapshot(ctx, saleID)
+	rs, replicated, err := rc.Stock.SnapshotReplicated(ctx, saleID)
 	if err != nil {
 		return rep, err
 	}
@@ -151,7 +176,9 @@ func (rc *Reconciler) sale(ctx context.Context, saleID int64) (Report, error) {
 	if err != nil {
 		return rep, err
 	}
-	rep.LostAdmissions, rep.LostOrders = rc.lost(saleID, rs, db)
+	if err := rc.remember(ctx, rs, replicated, db, &rep); err != nil {
+		return rep, err
+	}
 	if rs.Warm {
 		// A warm-up that stopped between listing and loading is repaired
 		// by the load; one that ran in the order of older versions
@@ -202,48 +229,201 @@ func (rc *Reconciler) sale(ctx context.Context, saleID int64) (Report, error) {
 	return rep, nil
 }
 
-// lost compares what the last pass saw with the sale's Redis state now: a
-// buyer seen before who is gone from Redis and has no order row was
-// admitted and lost. Nothing else takes a buyer out of Redis without a
-// row: a release follows the order's final row (the saga's and the
-// stranded repair's order of steps), and a retired sale is not reconciled.
-// Redis losing the sale, or a failover to a replica behind, is what does;
-// comparing buyers, not versions, also finds a rollback that admissions
-// have since carried past the version seen. A lost admission's intent went
-// with it (one script wrote both), so no order can still come. It records
-// rs as seen for the next pass.
-func (rc *Reconciler) lost(saleID int64, rs stock.Snapshot, db store.SaleSnapshot) (int, []int64) {
-	rc.seenMu.Lock()
-	defer rc.seenMu.Unlock()
-	if rc.seen == nil {
-		rc.seen = map[int64]seenSale{}
-	}
-	before, ok := rc.seen[saleID]
-	if rs.Warm {
-		rc.seen[saleID] = seenSale{buyers: rs.Buyers}
-	} else {
-		delete(rc.seen, saleID) // the rebuild's state is read by the next pass
-	}
-	if !ok {
-		return 0, nil
-	}
+// remember keeps the reconciler's memory of admitted purchases
+// (docs/design.md §3.14) and finds in it the ones Redis lost.
+//
+// It records every buyer Redis holds (rs) without an order row (db): an
+// admission on its way to its saga. With --admit-ack=replica only a
+// snapshot the replicas confirmed is recorded (SnapshotReplicated), so an
+// admission a failover may still take, whose buyer was answered
+// UNCONFIRMED, is not remembered as a 202 until a replica has it.
+//
+// A remembered admission is lost when Redis no longer holds it, it has no
+// order row and no workflow, and it is older than LostAfter. Nothing else
+// takes a buyer out of Redis without a row: a release follows the order's
+// final row (the saga's and the stranded repair's order of steps), and the
+// rows are read after Redis. A lost admission's intent went with it (one
+// script wrote both), so no order can still come of it.
+func (rc *Reconciler) remember(ctx context.Context, rs stock.Snapshot, replicated bool, db store.SaleSnapshot, rep *Report) error {
+	saleID := rep.SaleID
 	rows := make(map[int64]bool, len(db.Orders))
 	for _, o := range db.Orders {
 		rows[o.ID] = true
 	}
-	var ids []int64
-	n := 0
-	for user, id := range before.buyers {
-		if _, held := rs.Buyers[user]; held || rows[id] {
+	unplaced, err := rc.Store.UnplacedAdmissions(ctx, saleID)
+	if err != nil {
+		return err
+	}
+	if err := rc.markLost(ctx, unplaced, rs.Buyers, rs.Warm, rep); err != nil {
+		return err
+	}
+
+	if rc.Stock.Acknowledged() && !replicated {
+		return nil // the next pass records them, once a replica confirms
+	}
+	rc.rememberedMu.Lock()
+	defer rc.rememberedMu.Unlock()
+	if rc.remembered == nil {
+		rc.remembered = map[int64]map[int64]bool{}
+	}
+	before := rc.remembered[saleID]
+	inFlight := map[int64]bool{}
+	var fresh []store.Buyer
+	for user, id := range rs.Buyers {
+		if rows[id] {
 			continue
 		}
-		n++
-		if len(ids) < 10 {
-			ids = append(ids, id)
+		inFlight[id] = true
+		if !before[id] {
+			fresh = append(fresh, store.Buyer{UserID: user, OrderID: id})
 		}
 	}
-	slices.Sort(ids)
-	return n, ids
+	if err := rc.Store.RememberAdmissions(ctx, saleID, fresh, replicated); err != nil {
+		return err
+	}
+	rc.remembered[saleID] = inFlight
+	rep.Remembered = len(fresh)
+	return nil
+}
+
+// logLost tells of the admissions a pass found lost, at ERROR.
+func (rc *Reconciler) logLost(rep Report) {
+	if rep.LostAdmissions == 0 {
+		return
+	}
+	buyers := make([]string, 0, len(rep.LostOrders))
+	for _, a := range rep.Lost[:len(rep.LostOrders)] {
+		buyers = append(buyers, a.UserID)
+	}
+	rc.logger().Error("accepted purchases lost: Redis lost their reservations before their orders were written, and no workflow will write them",
+		"sale_id", rep.SaleID, "lost", rep.LostAdmissions, "order_ids", rep.LostOrders, "buyers", buyers)
+}
+
+// recoverLost admits the purchases this pass found lost again, under their
+// own order ids, so that the 202 their buyers hold is true after all.
+// reserve.lua decides as for any purchase: the sale must be open and
+// loaded, have a unit, and the buyer hold none (one who bought again has
+// their new order; one who retried with their Idempotency-Key after a
+// failover has theirs). It is safe however late: the order is the same
+// order (same id, sale and buyer), so a relay that still starts it from an
+// intent read before Redis lost it meets the same workflow, and the saga
+// deducts once per order id. What it cannot restore is the purchase's
+// Idempotency-Key: a retry with it answers 409 ALREADY_PURCHASED naming the
+// order, not 202.
+func (rc *Reconciler) recoverLost(ctx context.Context, rep *Report) {
+	for _, a := range rep.Lost {
+		id, err := rc.Stock.Reserve(ctx, a.SaleID, a.UserID, a.OrderID, "")
+		if id != a.OrderID || (err != nil && !redisack.IsNotAcknowledged(err)) {
+			rc.logger().Info("a lost purchase cannot be admitted again", "order_id", a.OrderID, "sale_id", a.SaleID, "user_id", a.UserID, "err", err)
+			continue
+		}
+		// Not confirmed by a replica: the relay starts it once one has it.
+		if err := rc.Store.MarkAdmissionRecovered(ctx, a.OrderID); err != nil {
+			rc.logger().Warn("record a recovered purchase", "order_id", a.OrderID, "err", err)
+		}
+		rep.Recovered = append(rep.Recovered, a.OrderID)
+	}
+}
+
+// DefaultLostAfter is Reconciler.LostAfter's default, and how old an
+// admission the audit finds gone must be, outside a settled audit, to be
+// called lost.
+const DefaultLostAfter = time.Minute
+
+// markLost marks as lost, and adds to rep, the admissions of unplaced
+// (none with an order row) that Redis does not hold (buyers, read before
+// them; loaded: whether Redis holds the sale at all), that have no
+// workflow and are older than LostAfter, and that no other reconciler
+// marked first.
+func (rc *Reconciler) markLost(ctx context.Context, unplaced []store.Admission, buyers map[string]int64, loaded bool, rep *Report) error {
+	lostAfter := rc.LostAfter
+	if lostAfter == 0 {
+		lostAfter = DefaultLostAfter
+	}
+	for _, a := range unplaced {
+		held := loaded && buyers[a.UserID] == a.OrderID
+		if held || !a.LostAt.IsZero() || time.Since(orderid.Time(a.OrderID)) < lostAfter {
+			continue
+		}
+		if rc.Temporal != nil {
+			started, err := WorkflowExists(ctx, rc.Temporal, a.OrderID)
+			if err != nil {
+				return err
+			}
+			if started {
+				continue // its workflow writes its row; Stranded ends it if it closed without
+			}
+		}
+		marked, err := rc.Store.MarkAdmissionLost(ctx, a.OrderID)
+		if err != nil {
+			return err
+		}
+		if marked {
+			rep.Lost = append(rep.Lost, a)
+			if len(rep.LostOrders) < 10 {
+				rep.LostOrders = append(rep.LostOrders, a.OrderID)
+			}
+		}
+	}
+	rep.LostAdmissions = len(rep.Lost)
+	return nil
+}
+
+// EndedLost finds the admissions lost in sales that ended before a pass
+// looked at them again (Sale reconciles only open sales): those admitted
+// in the last day, remembered, not found lost yet, with no order row, of a
+// sale not in open. Nothing is repaired in an ended sale, and a lost
+// purchase cannot be admitted again; it is logged and counted.
+func (rc *Reconciler) EndedLost(ctx context.Context, open map[int64]bool) ([]Report, error) {
+	recent, err := rc.Store.UnplacedAdmissionsSince(ctx, time.Now().Add(-24*time.Hour))
+	if err != nil {
+		return nil, err
+	}
+	var sales []int64
+	for _, a := range recent {
+		if !open[a.SaleID] && !slices.Contains(sales, a.SaleID) {
+			sales = append(sales, a.SaleID)
+		}
+	}
+	var reps []Report
+	for _, id := range sales {
+		// Redis first, then the rows: a release follows its order's row,
+		// so an admission Redis no longer held has its row by then, or
+		// never will.
+		buyers, err := rc.Stock.Buyers(ctx, id)
+		if err != nil {
+			return reps, err
+		}
+		unplaced, err := rc.Store.UnplacedAdmissions(ctx, id)
+		if err != nil {
+			return reps, err
+		}
+		rep := Report{SaleID: id}
+		if err := rc.markLost(ctx, unplaced, buyers, true, &rep); err != nil {
+			return reps, err
+		}
+		if rep.LostAdmissions > 0 {
+			rc.logLost(rep)
+			if rc.OnRepair != nil {
+				rc.OnRepair(rep)
+			}
+			reps = append(reps, rep)
+		}
+	}
+	return reps, nil
+}
+
+// WorkflowExists reports whether order orderID's workflow was started.
+func WorkflowExists(ctx context.Context, tc client.Client, orderID int64) (bool, error) {
+	_, err := tc.DescribeWorkflowExecution(ctx, domain.WorkflowID(orderID), "")
+	var missing *serviceerror.NotFound
+	switch {
+	case errors.As(err, &missing):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("describe the workflow of order %d: %w", orderID, err)
+	}
+	return true, nil
 }
 
 // plan decides the repairs from the two snapshots and counts in rep what
@@ -311,7 +491,9 @@ func (rc *Reconciler) All(ctx context.Context) ([]Report, error) {
 	// are joined and the pass goes on.
 	var reps []Report
 	var errs error
+	open := make(map[int64]bool, len(sales))
 	for _, s := range sales {
+		open[s.ID] = true
 		r, err := rc.Sale(ctx, s.ID)
 		if err != nil {
 			errs = errors.Join(errs, fmt.Errorf("reconcile sale %d: %w", s.ID, err))
@@ -319,7 +501,11 @@ func (rc *Reconciler) All(ctx context.Context) ([]Report, error) {
 		}
 		reps = append(reps, r)
 	}
-	return reps, errs
+	ended, err := rc.EndedLost(ctx, open)
+	if err != nil {
+		errs = errors.Join(errs, fmt.Errorf("lost admissions of ended sales: %w", err))
+	}
+	return append(reps, ended...), errs
 }
 
 // Run reconciles every interval until ctx ends.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Snapshot is a sale's admission state in Redis at one instant.
@@ -22,8 +24,37 @@ type Snapshot struct {
 // Snapshot reads the sale's state atomically: no admission or release
 // falls between its parts.
 func (s *Stock) Snapshot(ctx context.Context, saleID int64) (Snapshot, error) {
+	return s.snapshot(ctx, s.rdb, saleID)
+}
+
+// SnapshotReplicated is Snapshot, and reports whether the acknowledgement
+// policy's replicas held everything it read (docs/design.md §3.13): the
+// read and the wait go on one connection, so a failover between them
+// cannot have a new primary, which never saw what the old one showed,
+// confirm it. Without a policy, or on a client that cannot lend one
+// connection (a cluster), replicated is false. A wait that fails is not an
+// error: the snapshot is still what Redis held.
+func (s *Stock) SnapshotReplicated(ctx context.Context, saleID int64) (snap Snapshot, replicated bool, err error) {
+	if !s.ack.On() {
+		snap, err = s.Snapshot(ctx, saleID)
+		return snap, false, err
+	}
+	c, ok := s.rdb.(interface{ Conn() *redis.Conn })
+	if !ok {
+		snap, err = s.Snapshot(ctx, saleID)
+		return snap, false, err
+	}
+	conn := c.Conn()
+	defer conn.Close()
+	if snap, err = s.snapshot(ctx, conn, saleID); err != nil {
+		return snap, false, err
+	}
+	return snap, s.AwaitReplicasOn(ctx, conn) == nil, nil
+}
+
+func (s *Stock) snapshot(ctx context.Context, c redis.Scripter, saleID int64) (Snapshot, error) {
 	k := KeysFor(saleID)
-	res, err := snapshotScript.Run(ctx, s.rdb, []string{k.Meta, k.Stock, k.Buyers, k.Intents, k.Version}).Slice()
+	res, err := snapshotScript.Run(ctx, c, []string{k.Meta, k.Stock, k.Buyers, k.Intents, k.Version}).Slice()
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("snapshot of sale %d: %w", saleID, err)
 	}

@@ -34,18 +34,19 @@ type DevCmd struct {
 	APIFlags `embed:"" set:"http_addr=127.0.0.1:8080"`
 	CacheFlags
 
-	DatabaseURL       string `name:"database-url" env:"DATABASE_URL" secret:"url" help:"Use this database instead of the embedded one."`
-	RedisAddr         string `name:"redis-addr" env:"REDIS_ADDR" secret:"url" help:"Use this Redis instead of the in-process one."`
-	TemporalAddress   string `name:"temporal-address" env:"TEMPORAL_ADDRESS" help:"Use this Temporal instead of the embedded one."`
-	TemporalNamespace string `name:"temporal-namespace" env:"TEMPORAL_NAMESPACE" default:"default" help:"Temporal namespace."`
-	TemporalPort      int    `name:"temporal-port" env:"SECKILL_TEMPORAL_PORT" default:"7233" help:"Port of the embedded Temporal frontend (0 = any free port)."`
-	UIPort            int    `name:"ui-port" env:"SECKILL_UI_PORT" default:"8233" help:"Port of the embedded Temporal Web UI (0 = any free port)."`
-	DataDir           string `name:"data-dir" env:"SECKILL_DATA_DIR" default:"${default_data_dir}" help:"Where the embedded database and Temporal keep their state."`
-	Memory            bool   `name:"memory" env:"SECKILL_MEMORY" help:"Keep nothing on disk (the embedded database and Temporal in memory)."`
-	Reset             bool   `name:"reset" env:"SECKILL_RESET" help:"Delete what --data-dir kept (sales, orders, workflows, the token secret) before starting: a fresh start."`
-	MetricsAddr       string `name:"metrics-addr" env:"SECKILL_METRICS_ADDR" default:"127.0.0.1:9091" help:"Where the process serves /metrics (loopback by default; empty = nowhere)."`
-	SeedStock         int    `name:"seed-stock" env:"SECKILL_SEED_STOCK" default:"100" help:"Units of the demo sale seeded at start (0 = no demo sale)."`
-	Verbose           bool   `name:"verbose" env:"SECKILL_VERBOSE" help:"Log the embedded Temporal server at info level instead of warn."`
+	DatabaseURL       string        `name:"database-url" env:"DATABASE_URL" secret:"url" help:"Use this database instead of the embedded one."`
+	RedisAddr         string        `name:"redis-addr" env:"REDIS_ADDR" secret:"url" help:"Use this Redis instead of the in-process one."`
+	TemporalAddress   string        `name:"temporal-address" env:"TEMPORAL_ADDRESS" help:"Use this Temporal instead of the embedded one."`
+	TemporalNamespace string        `name:"temporal-namespace" env:"TEMPORAL_NAMESPACE" default:"default" help:"Temporal namespace."`
+	TemporalPort      int           `name:"temporal-port" env:"SECKILL_TEMPORAL_PORT" default:"7233" help:"Port of the embedded Temporal frontend (0 = any free port)."`
+	UIPort            int           `name:"ui-port" env:"SECKILL_UI_PORT" default:"8233" help:"Port of the embedded Temporal Web UI (0 = any free port)."`
+	DataDir           string        `name:"data-dir" env:"SECKILL_DATA_DIR" default:"${default_data_dir}" help:"Where the embedded database and Temporal keep their state."`
+	Memory            bool          `name:"memory" env:"SECKILL_MEMORY" help:"Keep nothing on disk (the embedded database and Temporal in memory)."`
+	Reset             bool          `name:"reset" env:"SECKILL_RESET" help:"Delete what --data-dir kept (sales, orders, workflows, the token secret) before starting: a fresh start."`
+	MetricsAddr       string        `name:"metrics-addr" env:"SECKILL_METRICS_ADDR" default:"127.0.0.1:9091" help:"Where the process serves /metrics (loopback by default; empty = nowhere)."`
+	SeedStock         int           `name:"seed-stock" env:"SECKILL_SEED_STOCK" default:"100" help:"Units of the demo sale seeded at start (0 = no demo sale)."`
+	ReconcileInterval time.Duration `name:"reconcile-interval" env:"SECKILL_RECONCILE_INTERVAL" default:"30s" help:"How often dev repairs Redis/Postgres drift of live sales and remembers the purchases admitted since (0 = never)."`
+	Verbose           bool          `name:"verbose" env:"SECKILL_VERBOSE" help:"Log the embedded Temporal server at info level instead of warn."`
 }
 
 func (c *DevCmd) Run(ctx context.Context) error {
@@ -155,7 +156,14 @@ func (c *DevCmd) Run(ctx context.Context) error {
 		return fmt.Errorf("start worker: %w", err)
 	}
 	defer w.Stop()
-	runReconciler(ctx, d, 30*time.Second, 24*time.Hour)
+	// The in-process Redis dies with the process and its only relay, so
+	// an admission it no longer holds, without a row or a workflow, is lost
+	// at once: no relay elsewhere can still be starting it.
+	lostAfter := time.Duration(0)
+	if c.RedisAddr == "" {
+		lostAfter = -1
+	}
+	runReconciler(ctx, d, c.ReconcileInterval, 24*time.Hour, lostAfter)
 
 	devTokens := listensOnLoopback(c.HTTPAddr)
 	if !devTokens {

@@ -51,12 +51,13 @@ func (c *ReconcileCmd) Run(ctx context.Context) error {
 }
 
 // runReconciler runs the periodic reconciler, which also retires ended
-// sales from Redis, until ctx ends (interval 0: never).
-func runReconciler(ctx context.Context, d *deps, interval, retireAfter time.Duration) {
+// sales from Redis, until ctx ends (interval 0: never). lostAfter is
+// Reconciler.LostAfter.
+func runReconciler(ctx context.Context, d *deps, interval, retireAfter, lostAfter time.Duration) {
 	if interval <= 0 {
 		return
 	}
-	rc := (&reconcile.Reconciler{Store: d.store, Stock: d.stock, RetireAfter: retireAfter,
+	rc := (&reconcile.Reconciler{Store: d.store, Stock: d.stock, RetireAfter: retireAfter, LostAfter: lostAfter,
 		Temporal: d.temporal, Events: d.events}).WithMetrics(d.registry)
 	go func() { _ = rc.Run(ctx, interval) }()
 }

@@ -84,7 +84,7 @@ func (c *WorkerCmd) Run(ctx context.Context) error {
 			}
 		})
 	}
-	runReconciler(ctx, d, c.ReconcileInterval, c.RetireAfter)
+	runReconciler(ctx, d, c.ReconcileInterval, c.RetireAfter, 0)
 	serveMetrics(ctx, c.MetricsAddr, d.registry)
 	<-ctx.Done()
 	relays.Wait() // no start after the worker stopped

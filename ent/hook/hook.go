@@ -9,6 +9,18 @@ import (
 	"github.com/seckill/seckill/ent"
 )
 
+// The AdmissionFunc type is an adapter to allow the use of ordinary
+// function as Admission mutator.
+type AdmissionFunc func(context.Context, *ent.AdmissionMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f AdmissionFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.AdmissionMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.AdmissionMutation", m)
+}
+
 // The OrderFunc type is an adapter to allow the use of ordinary
 // function as Order mutator.
 type OrderFunc func(context.Context, *ent.OrderMutation) (ent.Value, error)

@@ -9,6 +9,29 @@ import (
 )
 
 var (
+	// AdmissionsColumns holds the columns for the "admissions" table.
+	AdmissionsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt64, Increment: true},
+		{Name: "sale_id", Type: field.TypeInt64},
+		{Name: "user_id", Type: field.TypeString, Size: 128},
+		{Name: "replicated", Type: field.TypeBool, Default: false},
+		{Name: "seen_at", Type: field.TypeTime},
+		{Name: "lost_at", Type: field.TypeTime, Nullable: true},
+		{Name: "recovered_at", Type: field.TypeTime, Nullable: true},
+	}
+	// AdmissionsTable holds the schema information for the "admissions" table.
+	AdmissionsTable = &schema.Table{
+		Name:       "admissions",
+		Columns:    AdmissionsColumns,
+		PrimaryKey: []*schema.Column{AdmissionsColumns[0]},
+		Indexes: []*schema.Index{
+			{
+				Name:    "admission_sale_id_id",
+				Unique:  false,
+				Columns: []*schema.Column{AdmissionsColumns[1], AdmissionsColumns[0]},
+			},
+		},
+	}
 	// OrdersColumns holds the columns for the "orders" table.
 	OrdersColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt64, Increment: true},
@@ -110,6 +133,7 @@ var (
 	}
 	// Tables holds all the tables in the schema.
 	Tables = []*schema.Table{
+		AdmissionsTable,
 		OrdersTable,
 		SalesTable,
 		StockMovementsTable,
@@ -117,6 +141,9 @@ var (
 )
 
 func init() {
+	AdmissionsTable.Annotation = &entsql.Annotation{
+		Table: "admissions",
+	}
 	OrdersTable.ForeignKeys[0].RefTable = SalesTable
 	OrdersTable.Annotation = &entsql.Annotation{
 		Table: "orders",
