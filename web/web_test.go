@@ -137,8 +137,11 @@ func TestPageNeverSaysNothingChangedOfAnUnconfirmedPurchase(t *testing.T) {
 		}
 		return m[1]
 	}
-	if s := text("UNAVAILABLE"); !strings.Contains(s, "Nothing was changed") {
-		t.Errorf("UNAVAILABLE no longer says nothing was changed:\n%s", s)
+	// A plain UNAVAILABLE changed nothing; a pay or cancel the workflow has
+	// not confirmed is UNAVAILABLE too, and its detail says it may still
+	// take effect: the page shows the detail rather than its own words.
+	if s := text("UNAVAILABLE"); !strings.Contains(s, "Nothing was changed") || !strings.Contains(s, "${p.detail}") {
+		t.Errorf("UNAVAILABLE must tell the api's detail, and say nothing changed only without one:\n%s", s)
 	}
 	s := text("UNCONFIRMED")
 	if strings.Contains(strings.ToLower(s), "nothing was changed") || !strings.Contains(s, "not known whether you hold a unit") {

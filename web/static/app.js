@@ -263,7 +263,12 @@
         return `Too many requests: slow down and try again in ${s > 0 ? s : 1} s.`;
       }
       case "UNAVAILABLE":
-        return "The shop is temporarily unavailable (a backing service is down). Nothing was changed: please try again in a moment.";
+        // The api's detail says whether anything changed: most 503s changed
+        // nothing, but a pay or cancel the order's workflow took and has not
+        // confirmed "may still take effect". So the detail, when there is one.
+        return p.detail
+          ? `The shop could not finish this just now: ${p.detail}. Please try again in a moment.`
+          : "The shop is temporarily unavailable (a backing service is down). Nothing was changed: please try again in a moment.";
       case "UNCONFIRMED":
         // The purchase may have taken a unit: unlike UNAVAILABLE, it never
         // says the shop changed nothing.
