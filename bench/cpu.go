@@ -203,11 +203,14 @@ func (m *CPUMeter) sample(ctx context.Context) cpuSample {
 			s.values[src.Name] = v
 		})
 	}
-	if self, err := selfCPU(); err == nil {
+	self, err := selfCPU()
+	mu.Lock() // the sources' goroutines write the same maps
+	if err == nil {
 		s.values[LoadGenerator] = map[string]float64{"": self}
 	} else {
 		s.errs[LoadGenerator] = err
 	}
+	mu.Unlock()
 	wg.Wait()
 	return s
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -275,6 +276,29 @@ func TestPhase(t *testing.T) {
 	for _, name := range []string{"worker", "redis", "restarted"} {
 		if unavailable[name] == "" {
 			t.Errorf("%s not reported unavailable: %v", name, unavailable)
+		}
+	}
+}
+
+// A sample reads its sources in goroutines and the load generator's own
+// CPU beside them, into the same maps: under the race detector this test
+// fails if the two are not serialised (a run of the bench died of
+// "concurrent map writes" there).
+func TestSampleReadsEverySourceAtOnce(t *testing.T) {
+	pid := strconv.Itoa(os.Getpid())
+	srcs, err := ParseCPUSources([]string{"a=pid:" + pid, "b=pid:" + pid, "c=pid:" + pid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := NewCPUMeter(srcs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	for range 50 {
+		s := m.sample(context.Background())
+		if len(s.errs) != 0 || len(s.values) != 4 {
+			t.Fatalf("sample: values %v, errors %v; want the three sources and the load generator", s.values, s.errs)
 		}
 	}
 }

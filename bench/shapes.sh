@@ -6,6 +6,7 @@
 #
 #   bench/shapes.sh run SHAPE BIN OUT [bench flags…]
 #   bench/shapes.sh pairs N SHAPE OLD_BIN NEW_BIN OUTDIR [bench flags…]
+#   bench/pairs.py OUTDIR    (the ratios of the pairs, with load averages)
 #
 # SHAPE is `dev` (one `seckill dev` process: Temporal on SQLite in a data
 # directory, one shard) or `topology` (docker-compose's shape: Temporal on
@@ -56,6 +57,7 @@ run() {
   local dbs=("seckill_$tag")
   cleanup() {
     set +e
+    trap - RETURN # once: not again when the caller returns, where $w is gone
     for p in "${pids[@]}"; do kill -INT "$p" 2>/dev/null; done
     for p in "${pids[@]}"; do for _ in $(seq 150); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done; kill -9 "$p" 2>/dev/null; done
     for d in "${dbs[@]}"; do psql_admin "DROP DATABASE IF EXISTS $d WITH (FORCE)" >/dev/null 2>&1; done
