@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	entsql "entgo.io/ent/dialect/sql"
@@ -29,20 +30,26 @@ type Admission struct {
 	RecoveredAt time.Time
 }
 
+// rememberChunk is how many admissions one insert of RememberAdmissions
+// writes.
+const rememberChunk = 1000
+
 // RememberAdmissions records buyers a pass saw holding a unit of saleID
 // without an order row. An admission remembered already is left as it is,
 // so passes of several reconcilers may record the same buyers.
 func (s *Store) RememberAdmissions(ctx context.Context, saleID int64, buyers []Buyer, replicated bool) error {
-	if len(buyers) == 0 {
-		return nil
-	}
-	creates := make([]*ent.AdmissionCreate, len(buyers))
-	for i, b := range buyers {
-		creates[i] = s.db.Admission.Create().SetID(b.OrderID).SetSaleID(saleID).SetUserID(b.UserID).SetReplicated(replicated)
-	}
-	err := s.db.Admission.CreateBulk(creates...).OnConflictColumns(admission.FieldID).DoNothing().Exec(ctx)
-	if err != nil {
-		return fmt.Errorf("remember admissions of sale %d: %w", saleID, err)
+	// A wave can leave tens of thousands admitted ahead of their sagas; one
+	// statement holds at most 65,535 parameters in Postgres (and fewer in
+	// SQLite), so they go in chunks.
+	for chunk := range slices.Chunk(buyers, rememberChunk) {
+		creates := make([]*ent.AdmissionCreate, len(chunk))
+		for i, b := range chunk {
+			creates[i] = s.db.Admission.Create().SetID(b.OrderID).SetSaleID(saleID).SetUserID(b.UserID).SetReplicated(replicated)
+		}
+		err := s.db.Admission.CreateBulk(creates...).OnConflictColumns(admission.FieldID).DoNothing().Exec(ctx)
+		if err != nil {
+			return fmt.Errorf("remember admissions of sale %d: %w", saleID, err)
+		}
 	}
 	return nil
 }
