@@ -224,7 +224,8 @@ func TestRedisPrimaryKilledDuringTheWave(t *testing.T) {
 	record("Redis primary SIGKILLed in the wave (a third sold), Sentinel failover, --admit-ack=replica",
 		fmt.Sprintf("the replica was promoted and every process followed it; answers without a final outcome (%d, of which %d UNCONFIRMED) "+
 			"retried with their Idempotency-Key; the old primary rejoined as a replica", p.retried, p.unconfirmed),
-		bench.Result{Accepted: len(p.won), Paid: len(p.won), CreatedSeconds: written.Seconds()}, out)
+		bench.Result{Accepted: len(p.won), Paid: len(p.won), CreatedSeconds: written.Seconds(),
+			Lost: paidByID(len(p.won))}, out)
 }
 
 // (g) An UNCONFIRMED purchase on both sides of a failover. The replica's
@@ -342,5 +343,6 @@ func TestRedisReplicaDownDuringTheWave(t *testing.T) {
 	record("Redis replica SIGKILLed in the wave (a third sold), --admit-ack=replica",
 		fmt.Sprintf("the primary went on; %d answers were UNCONFIRMED or UNAVAILABLE and no order started until the replica was back; "+
 			"the buyers retried with their Idempotency-Key", p.retried),
-		bench.Result{Accepted: len(p.won), Paid: len(p.won), CreatedSeconds: written.Seconds()}, out)
+		bench.Result{Accepted: len(p.won), Paid: len(p.won), CreatedSeconds: written.Seconds(),
+			Lost: paidByID(len(p.won))}, out)
 }

@@ -183,7 +183,8 @@ func TestAPIKilledBetweenReserveAndStart(t *testing.T) {
 	out := c.auditQuiescent(sale.ID)
 	record("api SIGKILLed after reserve.lua, before its relay started the workflows",
 		fmt.Sprintf("an api started after the kill reclaimed the %d intents the dead relay had read (XAUTOCLAIM), read the rest and started each order once", read),
-		bench.Result{Accepted: len(orders), Paid: len(orders), CreatedSeconds: reclaimed.Seconds()}, out)
+		bench.Result{Accepted: len(orders), Paid: len(orders), CreatedSeconds: reclaimed.Seconds(),
+			Lost: paidByID(len(orders))}, out)
 }
 
 // (e) Redis restarts after the wave: without persistence the reconciler

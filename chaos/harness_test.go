@@ -213,14 +213,26 @@ func (c *cluster) auditQuiescent(sale string) string {
 	return out
 }
 
+// paidByID is the lost-202 count of a test that paid every 202's order by
+// its id, each pay failing the test if the order was not there: n checked,
+// none lost.
+func paidByID(n int) *bench.Lost { return &bench.Lost{Checked: n} }
+
 func record(fault, behaviour string, r bench.Result, audit string) {
 	path := os.Getenv("SECKILL_RELIABILITY_REPORT")
 	if path == "" {
 		return
 	}
-	verdict := "clean (oversold 0, lost 0, leaked 0, no workflow running)"
-	if !strings.Contains(audit, "OK: every invariant holds") {
-		verdict = "VIOLATED"
+	// Lost is counted, not assumed: every 202 of the wave read back by its
+	// order id (the bench's lost_202s), and the audit's own count from the
+	// reconciler's memory of admissions (docs/design.md §3.14) besides.
+	lost := "lost not checked"
+	if r.Lost != nil {
+		lost = fmt.Sprintf("lost %d of %d 202s", r.Lost.Lost, r.Lost.Checked)
+	}
+	verdict := "clean (oversold 0, " + lost + ", leaked 0, no workflow running)"
+	if !strings.Contains(audit, "OK: every invariant holds") || r.Lost == nil || r.Lost.Lost > 0 {
+		verdict = "VIOLATED (" + lost + ")"
 	}
 	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 	if err != nil {
