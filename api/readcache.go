@@ -32,6 +32,10 @@ type readCache[V any] struct {
 	// otherwise get the sale as it was before the operator's change.
 	epoch   uint64
 	flights singleflight.Group
+	// joined, if set, is called once a reader has joined a load (tests:
+	// a reader between its cache miss and joining may find the load over
+	// and start another).
+	joined func()
 }
 
 // cached is a value (or a kept error) and until when it is trusted. The
@@ -83,6 +87,9 @@ func (c *readCache[V]) get(ctx context.Context, id int64) (V, error) {
 		}
 		return v, err
 	})
+	if c.joined != nil {
+		c.joined()
+	}
 	select {
 	case <-ctx.Done():
 		var zero V

@@ -25,6 +25,8 @@ func TestReadCacheSharesLoadsAndForgets(t *testing.T) {
 		return n, nil
 	}, nil)
 	ctx := context.Background()
+	joined := make(chan struct{}, 16)
+	c.joined = func() { joined <- struct{}{} }
 
 	impatient, cancel := context.WithCancel(ctx)
 	gaveUp := make(chan error)
@@ -40,6 +42,9 @@ func TestReadCacheSharesLoadsAndForgets(t *testing.T) {
 			}
 			got[i] = v
 		})
+	}
+	for range 1 + len(got) { // every reader waits on the one load before it ends
+		<-joined
 	}
 	cancel()
 	if err := <-gaveUp; !errors.Is(err, context.Canceled) {
