@@ -50,10 +50,15 @@ func (a *Activities) RestoreStock(ctx context.Context, ref domain.OrderRef) erro
 	restored, err := a.Store.RestoreStock(ctx, ref)
 	a.Metrics.observe("RestoreStock", start, err)
 	if err == nil && restored {
-		a.Metrics.compensated("RestoreStock")
-		activity.GetLogger(ctx).Info("stock restored", "order_id", ref.OrderID, "sale_id", ref.SaleID, "user_id", ref.UserID)
+		a.restored(ctx, ref)
 	}
 	return err
+}
+
+// restored counts and logs a unit given back to the sale in the database.
+func (a *Activities) restored(ctx context.Context, ref domain.OrderRef) {
+	a.Metrics.compensated("RestoreStock")
+	activity.GetLogger(ctx).Info("stock restored", "order_id", ref.OrderID, "sale_id", ref.SaleID, "user_id", ref.UserID)
 }
 
 // CreateOrder writes the order row as AWAITING_PAYMENT.
@@ -103,11 +108,19 @@ func (a *Activities) FinishOrder(ctx context.Context, in FinishInput) (domain.St
 	final, err := a.Store.FinishOrder(ctx, in.Ref, in.Status, in.Reason)
 	err = classify(err)
 	a.Metrics.observe("FinishOrder", start, err)
-	if err == nil && final == in.Status {
+	if err == nil {
+		a.finished(in, final)
+	}
+	return final, err
+}
+
+// finished counts an ending the row took (final is the status it ends
+// with: another one when it had ended already).
+func (a *Activities) finished(in FinishInput, final domain.Status) {
+	if final == in.Status {
 		a.Metrics.compensated("FinishOrder")
 		a.Metrics.entered(in.Status)
 	}
-	return final, err
 }
 
 // CancelOrder is FinishOrder without its result: the name order workflows
@@ -132,24 +145,14 @@ func (a *Activities) EndOrder(ctx context.Context, in FinishInput) (domain.Statu
 	if err != nil {
 		return "", err
 	}
-	if final == in.Status {
-		a.Metrics.compensated("FinishOrder")
-		a.Metrics.entered(in.Status)
-	}
+	a.finished(in, final)
 	if restored {
-		a.Metrics.compensated("RestoreStock")
-		activity.GetLogger(ctx).Info("stock restored", "order_id", in.Ref.OrderID, "sale_id", in.Ref.SaleID, "user_id", in.Ref.UserID)
+		a.restored(ctx, in.Ref)
 	}
 	if final == domain.StatusPaid {
 		return final, nil // a paid order keeps its unit, in Redis too
 	}
-	start = time.Now()
-	released, err := a.Stock.Release(ctx, in.Ref.SaleID, in.Ref.UserID, in.Ref.OrderID)
-	a.Metrics.observe("ReleaseReservation", start, err)
-	if released {
-		a.Metrics.compensated("ReleaseReservation")
-	}
-	if err != nil {
+	if err := a.ReleaseReservation(ctx, in.Ref); err != nil {
 		return "", err
 	}
 	return final, nil

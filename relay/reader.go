@@ -72,11 +72,10 @@ func (rd *reader) redis() redis.Cmdable {
 // error but a Redis error reply.
 func (rd *reader) check(err error) {
 	var reply redis.Error
-	if err == nil || errors.As(err, &reply) || rd.conn == nil {
+	if err == nil || errors.As(err, &reply) {
 		return
 	}
-	_ = rd.closeConn()
-	rd.conn, rd.closeConn = nil, nil
+	rd.drop()
 }
 
 // ack waits for the replicas on the connection the batches being started
@@ -91,10 +90,11 @@ func (rd *reader) ack(ctx context.Context) error {
 	return err
 }
 
-// close gives the reader's connection back.
-func (rd *reader) close() {
+// drop gives the reader's connection back; the next call takes a new one.
+func (rd *reader) drop() {
 	if rd.conn != nil {
 		_ = rd.closeConn()
+		rd.conn, rd.closeConn = nil, nil
 	}
 }
 
@@ -113,7 +113,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		probes.Go(func() { r.probeLoop(ctx, ps) })
 	}
 	rd := &reader{r: r, byKey: map[string]*stream{}, errs: newBackoff()}
-	defer rd.close()
+	defer rd.drop()
 	defer r.liveSales.Store(0)
 	for ctx.Err() == nil {
 		if rd.stale || time.Since(rd.listed) >= r.opts.Discover {

@@ -157,7 +157,7 @@ func (s *Stock) Admit(ctx context.Context, p Purchase) (int64, error) {
 		p.UserID, strconv.FormatInt(p.OrderID, 10), p.IdempotencyKey, p.Traceparent, rate)
 	if redisack.IsNotAcknowledged(err) {
 		res, rerr := cmd.Slice()
-		code, id, aerr := admission("reserve", res, rerr)
+		_, id, aerr := admission("reserve", res, rerr)
 		var already *domain.AlreadyPurchasedError
 		switch {
 		case aerr == nil:
@@ -166,7 +166,7 @@ func (s *Stock) Admit(ctx context.Context, p Purchase) (int64, error) {
 			// The order the buyer holds may itself be one no replica has:
 			// the refusal names it only once confirmed (admit.lua).
 			return already.OrderID, fmt.Errorf("reserve: %w (order %d), and %w", ErrHeldUnconfirmed, already.OrderID, err)
-		case code == 2:
+		case errors.Is(aerr, domain.ErrSoldOut):
 			return 0, fmt.Errorf("reserve: %w, and %w", ErrSoldOutUnconfirmed, err)
 		}
 		// The other refusals rest on the sale's times and existence,
