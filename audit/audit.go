@@ -17,7 +17,6 @@ import (
 	"github.com/seckill/seckill/ent"
 	"github.com/seckill/seckill/ent/order"
 	"github.com/seckill/seckill/ent/stockmovement"
-	"github.com/seckill/seckill/orderid"
 	"github.com/seckill/seckill/reconcile"
 	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
@@ -325,17 +324,12 @@ func checkLost(ctx context.Context, src Sources, saleID int64, settled bool, r *
 			continue // on its way to its saga
 		}
 		if a.LostAt.IsZero() {
-			if !settled && time.Since(orderid.Time(a.OrderID)) < reconcile.DefaultLostAfter {
-				continue
+			gone, err := reconcile.Gone(ctx, src.Temporal, a, reconcile.DefaultLostAfter, settled)
+			if err != nil {
+				return fmt.Errorf("audit lost purchases: %w", err)
 			}
-			if src.Temporal != nil {
-				started, err := reconcile.WorkflowExists(ctx, src.Temporal, a.OrderID)
-				if err != nil {
-					return fmt.Errorf("audit lost purchases: %w", err)
-				}
-				if started {
-					continue // its workflow writes its row, or the stranded check names it
-				}
+			if !gone {
+				continue // on its way, or its workflow writes its row (or the stranded check names it)
 			}
 		}
 		r.Lost = append(r.Lost, LostPurchase{OrderID: a.OrderID, UserID: a.UserID})

@@ -342,17 +342,14 @@ func (rc *Reconciler) markLost(ctx context.Context, unplaced []store.Admission, 
 	}
 	for _, a := range unplaced {
 		held := loaded && buyers[a.UserID] == a.OrderID
-		if held || !a.LostAt.IsZero() || time.Since(orderid.Time(a.OrderID)) < lostAfter {
+		if held || !a.LostAt.IsZero() {
 			continue
 		}
-		if rc.Temporal != nil {
-			started, err := WorkflowExists(ctx, rc.Temporal, a.OrderID)
+		if gone, err := Gone(ctx, rc.Temporal, a, lostAfter, false); err != nil || !gone {
 			if err != nil {
 				return err
 			}
-			if started {
-				continue // its workflow writes its row; Stranded ends it if it closed without
-			}
+			continue
 		}
 		marked, err := rc.Store.MarkAdmissionLost(ctx, a.OrderID)
 		if err != nil {
@@ -411,6 +408,23 @@ func (rc *Reconciler) EndedLost(ctx context.Context, open map[int64]bool) ([]Rep
 		}
 	}
 	return reps, nil
+}
+
+// Gone reports whether a remembered admission that Redis no longer holds,
+// and that has no order row, is lost: it was admitted longer than after
+// ago (a relay holding its intent would have started it by then), or its
+// sale is settled (nothing is on its way), and no workflow was started for
+// it (one writes its row; Stranded ends one that closed without). tc nil:
+// Temporal is not asked. The reconciler and the audit judge by it alike.
+func Gone(ctx context.Context, tc client.Client, a store.Admission, after time.Duration, settled bool) (bool, error) {
+	if !settled && time.Since(orderid.Time(a.OrderID)) < after {
+		return false, nil
+	}
+	if tc == nil {
+		return true, nil
+	}
+	started, err := WorkflowExists(ctx, tc, a.OrderID)
+	return !started, err
 }
 
 // WorkflowExists reports whether order orderID's workflow was started.
