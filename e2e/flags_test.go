@@ -91,3 +91,21 @@ func TestServeRefusesAnAckTimeoutPastTheReadTimeout(t *testing.T) {
 		}
 	}
 }
+
+// --admit-fence takes auto, off or a Sentinel URL, and a fence needs
+// acknowledgement: anything else is refused at start, naming the flag.
+func TestServeRefusesAFenceItCannotKeep(t *testing.T) {
+	for _, args := range [][]string{
+		{"--admit-ack=replica", "--admit-fence=sentinels"},
+		{"--admit-ack=replica", "--admit-fence=redis://127.0.0.1:1/0"},
+		{"--admit-ack=none", "--admit-fence=redis://127.0.0.1:1/0?master_name=seckill"},
+	} {
+		cmd := exec.Command(testenv.Binary(t), append([]string{"serve"}, args...)...)
+		cmd.Env = append(os.Environ(), "DATABASE_URL="+testenv.DatabaseURL(t), "REDIS_ADDR="+testenv.RedisAddr(t),
+			"SECKILL_JWT_SECRET=0123456789abcdef0123456789abcdef")
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "--admit-fence") {
+			t.Errorf("serve %v: %v, want a refusal naming the flag\n%s", args, err, out)
+		}
+	}
+}

@@ -62,6 +62,8 @@ func (s *Service) Purchase(ctx context.Context, req PurchaseRequest) (int64, err
 			s.soldOut.clear(saleID) // a unit came back, or Redis lost the sale
 		case errors.Is(err, domain.ErrSoldOut):
 			return 0, err
+		case neverSent(err):
+			return 0, unavailable(err)
 		default:
 			return 0, admissionError(err)
 		}
@@ -127,10 +129,11 @@ func (s *Service) Purchase(ctx context.Context, req PurchaseRequest) (int64, err
 }
 
 // neverSent reports whether a Redis call failed before its command left:
-// no connection could be made, or none was free in the pool.
+// no connection could be made, none was free in the pool, or the fence
+// held it back (redisack.ErrFenced).
 func neverSent(err error) bool {
 	var op *net.OpError
-	return errors.As(err, &op) && op.Op == "dial" || errors.Is(err, redis.ErrPoolTimeout)
+	return errors.As(err, &op) && op.Op == "dial" || errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, redisack.ErrFenced)
 }
 
 // reserve is Stock.Admit, in a span of its own when tracing is on: the

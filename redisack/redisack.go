@@ -36,6 +36,11 @@ type Policy struct {
 	// Observe, if set, is told how long each acknowledged run waited for
 	// its replicas, and whether they confirmed it.
 	Observe func(wait time.Duration, confirmed bool)
+	// Fence, if set, must hold for a write to be sent and, once its
+	// replicas confirmed it, to count (fence.go): a write it stops
+	// before sending fails with ErrFenced, one it stops after comes back
+	// with a *NotAcknowledgedError.
+	Fence *Fence
 }
 
 // DefaultTimeout is the wait for replicas when Policy.Timeout is 0.
@@ -49,9 +54,16 @@ func (p Policy) On() bool { return p.Replicas > 0 }
 // The script's reply is still returned beside it.
 type NotAcknowledgedError struct {
 	Want, Got int
+	// Fenced: the replicas confirmed it, but by then the Sentinels no
+	// longer confirmed the primary (Policy.Fence): Why says why.
+	Fenced bool
+	Why    string
 }
 
 func (e *NotAcknowledgedError) Error() string {
+	if e.Fenced {
+		return "redis: the replicas acknowledged the write, but the Sentinels no longer confirm this primary (fence): " + e.Why
+	}
 	return fmt.Sprintf("redis: %d of %d replicas acknowledged the write in time", e.Got, e.Want)
 }
 
@@ -68,6 +80,11 @@ func IsNotAcknowledged(err error) bool {
 // connection dropped, the read timed out) is an error and is not resent:
 // the script may have run.
 func (p Policy) Run(ctx context.Context, rdb redis.UniversalClient, script *redis.Script, keys []string, args ...any) (*redis.Cmd, error) {
+	if err := p.Closed(); err != nil {
+		cmd := redis.NewCmd(ctx)
+		cmd.SetErr(err)
+		return cmd, err
+	}
 	cmd, err := p.run(ctx, rdb, script, keys, args)
 	if isNoScript(cmd.Err()) {
 		// The primary has not seen the script (a restart, a failover), so
@@ -128,6 +145,16 @@ func (p Policy) queueWait(ctx context.Context, pipe redis.Pipeliner) *redis.IntC
 	return wait
 }
 
+// Closed is ErrFenced, with the reason, when the policy's fence does not
+// hold; nil otherwise. A read whose answer must rest on surviving state
+// asks it too.
+func (p Policy) Closed() error {
+	if !p.On() || p.Fence == nil || p.Fence.Holds() {
+		return nil
+	}
+	return p.Fence.fenced()
+}
+
 func (p Policy) timeout() time.Duration {
 	if p.Timeout <= 0 {
 		return DefaultTimeout
@@ -167,11 +194,17 @@ func (p Policy) outcome(wait *redis.IntCmd, began time.Time) error {
 		return fmt.Errorf("redis: WAIT for replicas: %w", err)
 	}
 	confirmed := int(got) >= p.Replicas
+	// The fence is read after the WAIT: a write counts only if the
+	// Sentinels still confirmed the primary when its replicas had it.
+	fenced := confirmed && p.Closed() != nil
 	if p.Observe != nil {
-		p.Observe(time.Since(began), confirmed)
+		p.Observe(time.Since(began), confirmed && !fenced)
 	}
-	if !confirmed {
+	switch {
+	case !confirmed:
 		return &NotAcknowledgedError{Want: p.Replicas, Got: int(got)}
+	case fenced:
+		return &NotAcknowledgedError{Want: p.Replicas, Got: int(got), Fenced: true, Why: p.Fence.Why()}
 	}
 	return nil
 }
@@ -191,6 +224,9 @@ type Pipeliner interface {
 // (a reply not read is an error). It returns the first command error, or a
 // *NotAcknowledgedError when replicas did not confirm them.
 func (p Policy) Exec(ctx context.Context, rdb Pipeliner, queue func(redis.Pipeliner)) error {
+	if err := p.Closed(); err != nil {
+		return err
+	}
 	pipe := rdb.Pipeline()
 	queue(pipe)
 	var wait *redis.IntCmd
@@ -230,22 +266,23 @@ func (p Policy) Bound(ctx context.Context, rdb redis.UniversalClient) string {
 		return fmt.Sprintf("cannot read the Redis primary's min-replicas-to-write (CONFIG GET: %v): "+
 			"whether a primary cut off from the Sentinels with a replica can go on acknowledging writes is unknown (docs/design.md §3.13)", err)
 	}
-	info, err := rdb.Info(ctx, "replication").Result()
+	info, err := rdb.InfoMap(ctx, "replication").Result()
 	if err != nil {
 		return fmt.Sprintf("cannot read the Redis primary's replicas (INFO replication: %v)", err)
 	}
-	replicas := 0
-	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "connected_slaves:"); ok {
-			replicas, _ = strconv.Atoi(v)
-		}
-	}
+	replicas, _ := strconv.Atoi(info["Replication"]["connected_slaves"])
 	minWrite, _ := strconv.Atoi(cfg["min-replicas-to-write"])
-	if replicas-1 >= max(p.Replicas, minWrite) {
-		return fmt.Sprintf("the Redis primary has %d replicas, min-replicas-to-write %d, and writes wait for %d: "+
-			"cut off from the Sentinels with %d of them, it goes on acknowledging purchases a failover loses; "+
-			"set min-replicas-to-write %d with a short min-replicas-max-lag, or wait for %d replicas (docs/design.md §3.13)",
-			replicas, minWrite, p.Replicas, replicas-1, replicas, replicas)
+	if replicas-1 < max(p.Replicas, minWrite) {
+		return ""
 	}
-	return ""
+	shape := fmt.Sprintf("the Redis primary has %d replicas, min-replicas-to-write %d, and writes wait for %d: cut off from the Sentinels with %d of them, it ",
+		replicas, minWrite, p.Replicas, replicas-1)
+	if p.Fence != nil {
+		return fmt.Sprintf("%sacknowledges purchases a failover loses for at most %v, until the fence stops it; "+
+			"set min-replicas-to-write %d with a short min-replicas-max-lag to lose none, at the cost of admission while a replica is down (docs/design.md §3.13)",
+			shape, p.Fence.Bound(), replicas)
+	}
+	return fmt.Sprintf("%sgoes on acknowledging purchases a failover loses; give every process the Sentinels (a Sentinel URL, or --admit-fence) "+
+		"so the fence bounds that, set min-replicas-to-write %d with a short min-replicas-max-lag, or wait for %d replicas (docs/design.md §3.13)",
+		shape, replicas, replicas)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -40,6 +41,7 @@ type Services struct {
 	AdmitAck          string        `name:"admit-ack" env:"SECKILL_ADMIT_ACK" enum:"none,replica" default:"none" help:"replica: a purchase is answered 202, and an order-id lease, an operator change or a sale's warm-up counts, only once a Redis replica holds it (WAIT); unconfirmed purchases answer 503 UNCONFIRMED."`
 	AdmitAckReplicas  int           `name:"admit-ack-replicas" env:"SECKILL_ADMIT_ACK_REPLICAS" default:"1" help:"How many Redis replicas must hold a write with --admit-ack=replica. More than one survives more partitions, but admission stops while fewer are up (docs/design.md §3.13)."`
 	AdmitAckTimeout   time.Duration `name:"admit-ack-timeout" env:"SECKILL_ADMIT_ACK_TIMEOUT" default:"1s" help:"How long a write waits for its replica with --admit-ack=replica."`
+	AdmitFence        string        `name:"admit-fence" env:"SECKILL_ADMIT_FENCE" default:"auto" secret:"url" help:"With --admit-ack=replica, a write counts only while a majority of the Sentinels confirm the primary it went to (docs/design.md §3.13, the fence). auto: when Redis is reached through Sentinels; off; or a Sentinel URL (redis://SENTINEL:26379?master_name=NAME&addr=...) to ask when --redis-addr is a fixed address (a proxy or virtual IP that follows the primary)."`
 	RedlockAddrs      []string      `name:"redlock-addrs" env:"SECKILL_REDLOCK_ADDRS" sep:"," help:"Independent Redis nodes for Redlock (comma-separated); default: the main Redis only."`
 	TemporalAddress   string        `name:"temporal-address" env:"TEMPORAL_ADDRESS" default:"127.0.0.1:7233" help:"Temporal frontend host:port."`
 	TemporalNamespace string        `name:"temporal-namespace" env:"TEMPORAL_NAMESPACE" default:"default" help:"Temporal namespace."`
@@ -72,6 +74,8 @@ type deps struct {
 	store    *store.Store
 	redis    redis.UniversalClient
 	ack      redisack.Policy // what a write that must survive a failover waits for
+	fence    *redisack.Fence // nil: none (ack.Fence)
+	unfence  context.CancelFunc
 	lockers  []redis.UniversalClient
 	stock    *stock.Stock
 	events   *push.Publisher
@@ -80,6 +84,10 @@ type deps struct {
 }
 
 func (d *deps) Close() {
+	if d.fence != nil {
+		d.unfence()
+		d.fence.Close()
+	}
 	if d.temporal != nil {
 		d.temporal.Close()
 	}
@@ -128,6 +136,66 @@ func (s Services) ackPolicy(reg prometheus.Registerer) redisack.Policy {
 	}}
 }
 
+// sentinels are the Sentinels the fence asks (--admit-fence), or ok false
+// for no fence.
+func (s Services) sentinels() (redisconf.Sentinels, bool, error) {
+	switch {
+	case s.AdmitFence == "off":
+		return redisconf.Sentinels{}, false, nil
+	case s.AdmitFence != "auto":
+		sn, ok, err := redisconf.SentinelsOf(s.AdmitFence)
+		if err == nil && !ok {
+			err = errors.New("want auto, off or a Sentinel URL (redis://SENTINEL:26379?master_name=NAME&addr=SENTINEL2:26379)")
+		}
+		if err == nil && s.AdmitAck != "replica" {
+			err = errors.New("a fence needs --admit-ack=replica: without acknowledgement no write waits for anything")
+		}
+		if err != nil {
+			return sn, false, fmt.Errorf("--admit-fence: %w", err)
+		}
+		return sn, true, nil
+	case s.AdmitAck != "replica":
+		return redisconf.Sentinels{}, false, nil
+	case len(s.RedisSentinels) > 0:
+		return redisconf.Sentinels{Master: s.RedisMaster, Addrs: s.RedisSentinels}, true, nil
+	}
+	return redisconf.SentinelsOf(s.RedisAddr)
+}
+
+// startFence starts the fence (redisack.Fence) the flags ask for, after a
+// first check, and sets it on d's policy. A first check that fails is
+// logged, not fatal: the process comes up, and its acknowledged writes
+// wait for the Sentinels to confirm the primary.
+func (s Services) startFence(ctx context.Context, d *deps) error {
+	sn, ok, err := s.sentinels()
+	if err != nil || !ok {
+		return err
+	}
+	holds := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "seckill_redis_fence_holds",
+		Help: "1 while the Sentinels confirm the Redis primary this process writes to (acknowledged writes count), 0 while the fence stops them (docs/design.md §3.13).",
+	})
+	d.registry.MustRegister(holds)
+	d.fence = redisack.NewFence(d.redis, sn.Master, sn.Addrs, sn.Options)
+	d.fence.OnChange = func(ok bool, why string) {
+		if ok {
+			holds.Set(1)
+			slog.Info("the Sentinels confirm the Redis primary: acknowledged writes count", "sentinels", len(sn.Addrs))
+			return
+		}
+		holds.Set(0)
+		slog.Warn("the Sentinels do not confirm the Redis primary: no write is acknowledged until they do", "why", why)
+	}
+	var fctx context.Context
+	fctx, d.unfence = context.WithCancel(context.WithoutCancel(ctx))
+	if err := d.fence.Check(ctx); err != nil && d.fence.OnChange != nil {
+		d.fence.OnChange(false, err.Error()) // the first check says so even though nothing changed
+	}
+	d.ack.Fence = d.fence
+	go d.fence.Run(fctx)
+	return nil
+}
+
 // warnUnfenced logs, for a process that acknowledges writes, whether the
 // primary can go on acknowledging writes a failover loses (redisack
 // Policy.Bound): serve and worker call it once connected.
@@ -169,6 +237,10 @@ func (s Services) connect(ctx context.Context, needTemporal bool, tp trace.Trace
 	if err := d.ack.Fits(rdb.Options().ReadTimeout); err != nil {
 		d.Close()
 		return nil, fmt.Errorf("--admit-ack-timeout: %w", err)
+	}
+	if err := s.startFence(ctx, d); err != nil {
+		d.Close()
+		return nil, err
 	}
 	pools := []redsyncredis.Pool{goredis.NewPool(rdb)}
 	for _, addr := range s.RedlockAddrs {

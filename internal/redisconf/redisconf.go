@@ -105,3 +105,27 @@ func OpenFailover(fo *redis.FailoverOptions) *redis.Client {
 	fo.MinIdleConns = 8
 	return redis.NewFailoverClient(fo)
 }
+
+// Sentinels are the Sentinels that monitor a primary, as a Sentinel URL
+// names them: what redisack's fence asks.
+type Sentinels struct {
+	Master string
+	Addrs  []string
+	// Options are the Sentinels' connection options (credentials, TLS);
+	// Addr is left empty.
+	Options redis.Options
+}
+
+// SentinelsOf returns the Sentinels of a Sentinel URL; ok is false for any
+// other address.
+func SentinelsOf(addr string) (Sentinels, bool, error) {
+	fo, ok, err := failoverOptions(addr)
+	if !ok || err != nil {
+		if err != nil {
+			err = addrError(addr, err)
+		}
+		return Sentinels{}, ok, err
+	}
+	return Sentinels{Master: fo.MasterName, Addrs: fo.SentinelAddrs,
+		Options: redis.Options{Username: fo.SentinelUsername, Password: fo.SentinelPassword, TLSConfig: fo.TLSConfig}}, true, nil
+}

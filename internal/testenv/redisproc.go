@@ -98,3 +98,10 @@ func stopOrKill(cmd *exec.Cmd, done <-chan struct{}, sig os.Signal) {
 		<-done
 	}
 }
+
+// Pause stops the server with SIGSTOP, as a host that hangs would: its
+// connections stay open and nothing answers until Resume.
+func (r *RedisServer) Pause() { _ = r.cmd.Process.Signal(syscall.SIGSTOP) }
+
+// Resume continues a paused server.
+func (r *RedisServer) Resume() { _ = r.cmd.Process.Signal(syscall.SIGCONT) }

@@ -1,0 +1,136 @@
+package redisack_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/internal/redisconf"
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/redisack"
+)
+
+// fenceOf is a fence on rdb asked of the split brain's Sentinels.
+func fenceOf(t *testing.T, sb *testenv.SplitBrain, rdb redis.UniversalClient) *redisack.Fence {
+	t.Helper()
+	sn, ok, err := redisconf.SentinelsOf(sb.URL(0))
+	if !ok || err != nil {
+		t.Fatalf("sentinels of %s: %v %v", sb.URL(0), ok, err)
+	}
+	f := redisack.NewFence(rdb, sn.Master, sn.Addrs, sn.Options)
+	t.Cleanup(f.Close)
+	return f
+}
+
+// The hole the fence closes, and the fence closing it: the primary and one
+// replica are cut off from the Sentinels and from the other replica, and
+// a client still reaches the primary. WAIT alone goes on acknowledging
+// writes that the failover on the other side discards; with the fence, no
+// write sent later than Lease+Silence after the cut is acknowledged, and
+// none is sent at all once it is closed. After the promotion the
+// Sentinels name another server, and after the heal the old primary is a
+// replica: the fence stays closed throughout.
+func TestTheFenceStopsAPrimaryTheSentinelsLeft(t *testing.T) {
+	t.Parallel()
+	sb := testenv.StartSplitBrain(t)
+	rdb := redis.NewClient(&redis.Options{Addr: sb.Primary.Addr()})
+	defer rdb.Close()
+	ctx := context.Background()
+	f := fenceOf(t, sb, rdb)
+	if f.Holds() {
+		t.Fatal("the fence holds before any check")
+	}
+	if err := f.Check(ctx); err != nil {
+		t.Fatalf("check with every Sentinel reaching the primary: %v", err)
+	}
+	fenced := redisack.Policy{Replicas: 1, Timeout: time.Second, Fence: f}
+	bare := redisack.Policy{Replicas: 1, Timeout: time.Second}
+	if _, err := fenced.Run(ctx, rdb, incr, []string{"n"}); err != nil {
+		t.Fatalf("a write with the fence holding: %v", err)
+	}
+
+	sb.Partition()
+	cut := time.Now()
+	checked := 0
+	testenv.Eventually(t, 10*time.Second, func() error {
+		checked++
+		if err := f.Check(ctx); err == nil {
+			return errors.New("the Sentinels still confirm the primary")
+		}
+		return nil
+	})
+	if closed := time.Since(cut); closed > f.Bound()+time.Second {
+		t.Fatalf("the fence closed %v after the cut, want within Lease+Silence (%v) and a check", closed, f.Bound())
+	}
+	t.Logf("the fence closed %v after the cut (%d checks; bound %v)", time.Since(cut), checked, f.Bound())
+	testenv.Eventually(t, 5*time.Second, func() error {
+		if f.Holds() {
+			return errors.New("the last lease has not run out")
+		}
+		return nil
+	})
+	before, _ := rdb.Get(ctx, "n").Int()
+	if _, err := bare.Run(ctx, rdb, incr, []string{"n"}); err != nil {
+		t.Fatalf("WAIT alone, cut off with a replica: %v, want it acknowledged (the hole)", err)
+	}
+	if _, err := fenced.Run(ctx, rdb, incr, []string{"n"}); !errors.Is(err, redisack.ErrFenced) {
+		t.Fatalf("a write with the fence closed: %v, want ErrFenced", err)
+	}
+	if err := fenced.Exec(ctx, rdb, func(p redis.Pipeliner) { p.Incr(ctx, "n") }); !errors.Is(err, redisack.ErrFenced) {
+		t.Fatalf("Exec with the fence closed: %v, want ErrFenced", err)
+	}
+	if n, _ := rdb.Get(ctx, "n").Int(); n != before+1 {
+		t.Fatalf("n is %d, want %d: a fenced write was sent", n, before+1)
+	}
+
+	sb.AwaitPromotion(time.Minute)
+	if err := f.Check(ctx); err == nil || !strings.Contains(err.Error(), "names") {
+		t.Fatalf("check after the promotion: %v, want the Sentinels naming another primary", err)
+	}
+	sb.Heal()
+	sb.AwaitDemotion(time.Minute)
+	if err := f.Check(ctx); err == nil {
+		t.Fatal("check after the old primary was demoted: the fence holds")
+	}
+	if _, err := fenced.Run(ctx, rdb, incr, []string{"n"}); !errors.Is(err, redisack.ErrFenced) {
+		t.Fatalf("a write to the demoted primary: %v, want ErrFenced", err)
+	}
+}
+
+// A write whose replicas confirm it only after the fence's lease ran out
+// is not acknowledged: the fence is read after the WAIT.
+func TestAWriteConfirmedAfterTheLeaseDoesNotCount(t *testing.T) {
+	t.Parallel()
+	sb := testenv.StartSplitBrain(t)
+	rdb := redis.NewClient(&redis.Options{Addr: sb.Primary.Addr()})
+	defer rdb.Close()
+	ctx := context.Background()
+	f := fenceOf(t, sb, rdb)
+	f.Lease = 300 * time.Millisecond
+	if err := f.Check(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p := redisack.Policy{Replicas: 2, Timeout: 4 * time.Second, Fence: f}
+	sb.Beside.Pause()
+	done := make(chan error, 1)
+	go func() {
+		_, err := p.Run(ctx, rdb, incr, []string{"late"})
+		done <- err
+	}()
+	testenv.Eventually(t, 5*time.Second, func() error {
+		if f.Holds() {
+			return errors.New("the lease has not run out")
+		}
+		return nil
+	})
+	sb.Beside.Resume()
+	err := <-done
+	var na *redisack.NotAcknowledgedError
+	if !errors.As(err, &na) || !na.Fenced {
+		t.Fatalf("a write confirmed after the lease: %v, want a fenced NotAcknowledgedError", err)
+	}
+}
