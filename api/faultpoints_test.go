@@ -12,8 +12,10 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -25,6 +27,7 @@ import (
 	"github.com/seckill/seckill/fault"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/orderid"
+	"github.com/seckill/seckill/reconcile"
 	"github.com/seckill/seckill/relay"
 	"github.com/seckill/seckill/store"
 )
@@ -374,12 +377,49 @@ var faultCases = map[fault.Point]faultCase{
 	fault.StrandedFinish:  strandedCase(fault.StrandedFinish),
 	fault.StrandedRestore: strandedCase(fault.StrandedRestore),
 	fault.StrandedRelease: strandedCase(fault.StrandedRelease),
-	fault.RetireKeys:      retireCase(fault.RetireKeys),
-	fault.RetireUnlist:    retireCase(fault.RetireUnlist),
-	fault.ProbeLock:       probeCase(fault.ProbeLock),
-	fault.ProbeJobs:       probeCase(fault.ProbeJobs),
-	fault.ProbeTake:       probeCase(fault.ProbeTake),
-	fault.ProbeStart:      probeCase(fault.ProbeStart),
+	fault.AdmissionsRemembered: func(t *testing.T, s *system, m mode, _ api.Config) {
+		ctx := context.Background()
+		sale, l := s.openSale(3), newLedger()
+		var sid int64
+		fmt.Sscan(sale, &sid)
+		// The database refuses mem's row for now: the relay starts the
+		// order, its saga retries PlaceOrder, and a pass finds mem in Redis
+		// without a row.
+		release := sync.OnceFunc(s.hold("hold_mem", "INSERT", "NEW.user_id = 'mem'"))
+		t.Cleanup(release)
+		id := s.sold(l, sale, "mem")
+		rc := s.reconciler()
+		before := fault.Hits(fault.AdmissionsRemembered)
+		arm(t, fault.AdmissionsRemembered, m)
+		inGoroutine(func() { _, _ = rc.Sale(ctx, sid) })
+		if fault.Hits(fault.AdmissionsRemembered) == before {
+			t.Fatalf("the pass did not reach %s", fault.AdmissionsRemembered)
+		}
+		// The next pass remembers mem again, writing no second record, and
+		// calls nothing lost: Redis holds mem.
+		if rep := nextPass(t, rc, sid); rep.Remembered != 1 || rep.LostAdmissions != 0 {
+			t.Fatalf("the next pass: %+v; want mem remembered again, nothing lost", rep)
+		}
+		got, err := s.store.UnplacedAdmissions(ctx, sid)
+		if err != nil || len(got) != 1 || strconv.FormatInt(got[0].OrderID, 10) != id || !got[0].LostAt.IsZero() {
+			t.Fatalf("remembered %+v %v; want mem's order %s once, not lost", got, err, id)
+		}
+		release()
+		s.waitStatus(id, "mem", domain.StatusAwaitingPayment)
+		if rep, err := rc.Sale(ctx, sid); err != nil || rep.Remembered != 0 || rep.LostAdmissions != 0 {
+			t.Fatalf("the pass after its row: %+v %v; want nothing remembered or lost", rep, err)
+		}
+		s.settle(l, sale)
+	},
+	fault.AdmissionLost:       lostCase(fault.AdmissionLost),
+	fault.AdmissionReadmitted: lostCase(fault.AdmissionReadmitted),
+	fault.AdmissionRecovered:  lostCase(fault.AdmissionRecovered),
+	fault.RetireKeys:          retireCase(fault.RetireKeys),
+	fault.RetireUnlist:        retireCase(fault.RetireUnlist),
+	fault.ProbeLock:           probeCase(fault.ProbeLock),
+	fault.ProbeJobs:           probeCase(fault.ProbeJobs),
+	fault.ProbeTake:           probeCase(fault.ProbeTake),
+	fault.ProbeStart:          probeCase(fault.ProbeStart),
 }
 
 // probeCase: an engine probe meets the fault at p. Whatever it answered,
@@ -516,6 +556,67 @@ func reconcileCase(p fault.Point, prepare func(t *testing.T, s *system, sale int
 		}
 		s.settle(l, sale)
 	}
+}
+
+// lostCase: a purchase answered 202 and remembered by a pass is lost with
+// its sale's keys before its workflow started (Redis restarted empty). A
+// pass finds it lost and admits it again under its order id, meeting the
+// fault at p; the next pass (a restarted reconciler) finishes what the
+// first left, and the order is placed once.
+func lostCase(p fault.Point) faultCase {
+	return func(t *testing.T, s *system, m mode, _ api.Config) {
+		ctx := context.Background()
+		sale, l := s.unloadedSale(3), newLedger()
+		var sid int64
+		fmt.Sscan(sale, &sid)
+		order := orderid.FirstAt(time.Now())
+		if err := s.store.RememberAdmissions(ctx, sid, []store.Buyer{{UserID: "lou", OrderID: order}}, false); err != nil {
+			t.Fatal(err)
+		}
+		id := strconv.FormatInt(order, 10)
+		l.purchases[id] = "lou"
+		pass := func() *reconcile.Reconciler {
+			rc := s.reconciler()
+			rc.LostAfter = -1 // no relay holds its intent: Redis lost it
+			return rc
+		}
+		before := fault.Hits(p)
+		arm(t, p, m)
+		inGoroutine(func() { _, _ = pass().Sale(ctx, sid) })
+		if fault.Hits(p) == before {
+			t.Fatalf("the pass did not reach %s", p)
+		}
+		// Stopped after the mark, the first pass admitted nothing: the next
+		// one does. Stopped after the admission, the next finds lou held.
+		var want []int64
+		if p == fault.AdmissionLost {
+			want = []int64{order}
+		}
+		if rep := nextPass(t, pass(), sid); rep.LostAdmissions != 0 || !slices.Equal(rep.Recovered, want) {
+			t.Fatalf("the next pass: %+v; want admitted again %v, the loss not marked twice", rep, want)
+		}
+		if held, ok, err := s.stock.Holder(ctx, sid, "lou"); err != nil || !ok || held != order {
+			t.Fatalf("lou holds %d %v %v, want order %d", held, ok, err, order)
+		}
+		s.waitStatus(id, "lou", domain.StatusAwaitingPayment)
+		if sl, err := s.store.Sale(ctx, sid); err != nil || sl.Stock != 2 {
+			t.Fatalf("sale after the order was placed: %+v %v; want 2 of 3 units left (placed once)", sl, err)
+		}
+		s.settle(l, sale)
+	}
+}
+
+// nextPass runs rc's pass over the sale once its lock is free: a stopped
+// pass holds it until it expires.
+func nextPass(t *testing.T, rc *reconcile.Reconciler, sale int64) reconcile.Report {
+	t.Helper()
+	var rep reconcile.Report
+	testenv.Eventually(t, time.Minute, func() error {
+		var err error
+		rep, err = rc.Sale(context.Background(), sale)
+		return err
+	})
+	return rep
 }
 
 // strandedCase: an order awaiting payment is terminated; the reconciler
@@ -655,7 +756,8 @@ func TestEveryWriteIsAFaultPoint(t *testing.T) {
 
 	writes := regexp.MustCompile(`\.Admit\(|starter\.Start\(|\.Started\(|\.SAdd\(|\.SRem\(|Script\.Run\(|\bLoad\(ctx|\.Repair\(ctx|` +
 		`Stock\.End\(|\.EndSale\(|\.CancelSale\(|\.AddUnits\(|\.UpdateWorkflow\(|\.FinishOrder\(|\.MarkPaid\(|\.RestoreStock\(|Stock\.Release\(|\.List\(ctx|` +
-		`WithProbeLock\(|\.LPush\(|\.RPop\(|\.StartProbe\(ctx`)
+		`WithProbeLock\(|\.LPush\(|\.RPop\(|\.StartProbe\(ctx|` +
+		`\.RememberAdmissions\(|\.MarkAdmissionLost\(|\.MarkAdmissionRecovered\(|Stock\.Reserve\(`)
 	for _, file := range []string{"orders/purchase.go", "relay/relay.go", "stock/stock.go", "stock/retire.go",
 		"api/operator.go", "reconcile/reconcile.go", "reconcile/stranded.go", "api/probe.go", "relay/probe.go"} {
 		lines := strings.Split(src(file), "\n")

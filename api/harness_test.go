@@ -91,11 +91,13 @@ func start(t *testing.T, o options) *system {
 	if !o.temporalDown {
 		s.startWorker()
 	}
-	s.srv = api.New(o.cfg, api.Deps{Store: s.store, Stock: apiStock, Temporal: s.tc, Signer: s.signer, IDs: orderid.New(1), Tracing: o.tracing})
+	srv := api.New(o.cfg, api.Deps{Store: s.store, Stock: apiStock, Temporal: s.tc, Signer: s.signer, IDs: orderid.New(1), Tracing: o.tracing})
+	s.srv = srv
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { _ = s.srv.Run(ctx); close(done) }()
-	hs := httptest.NewServer(s.srv.Handler())
+	// srv, not s.srv: a test may start another api (newAPI) and replace it.
+	go func() { _ = srv.Run(ctx); close(done) }()
+	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() { hs.Close(); cancel(); <-done })
 	s.url = hs.URL
 	return s

@@ -38,6 +38,12 @@ const (
 	StrandedRestore  Point = "reconcile.stranded.restore"
 	StrandedRelease  Point = "reconcile.stranded.release"
 
+	// reconciler: the memory of admitted purchases (docs/design.md §3.14)
+	AdmissionsRemembered Point = "reconcile.admissions.remember"
+	AdmissionLost        Point = "reconcile.admissions.lost"
+	AdmissionReadmitted  Point = "reconcile.admissions.readmit"
+	AdmissionRecovered   Point = "reconcile.admissions.recovered"
+
 	// retirement: reconcile.Reconciler.Retire
 	RetireKeys   Point = "retire.keys"
 	RetireUnlist Point = "retire.unlist"
@@ -100,6 +106,14 @@ var Points = []Info{
 		"Redis still holds the buyer; the next pass's count repair releases it (the database has the unit back)"},
 	{StrandedRelease, "reconciler", "Redis: that order's unit released",
 		"the buyer was not told; their socket's snapshot on connect carries the row"},
+	{AdmissionsRemembered, "reconciler", "Postgres: the buyers a pass saw in Redis without an order row remembered (store.RememberAdmissions)",
+		"the pass ends before its listing, rebuild or repair, which the next pass does; it remembers the same buyers again, writing no new row, and one whose order is placed meanwhile is never called lost"},
+	{AdmissionLost, "reconciler", "Postgres: a remembered admission that Redis lost, with no order row and no workflow, marked lost (store.MarkAdmissionLost)",
+		"the loss is recorded and `seckill audit` names it, but the pass neither logs, counts nor admits it again; the next pass, while the sale is open, admits it again under its order id and the saga places it"},
+	{AdmissionReadmitted, "reconciler", "Redis: reserve.lua admitted that lost purchase again under its order id",
+		"it is not marked recovered nor counted; the relay starts the order from the intent the script queued and the saga places it once (the next pass finds the buyer held and admits nothing)"},
+	{AdmissionRecovered, "reconciler", "Postgres: that admission marked recovered (store.MarkAdmissionRecovered)",
+		"the pass's log and the recovered count miss it; the relay starts the order and the saga places it"},
 	{RetireKeys, "retirement", "Redis: retire.lua dropped a drained sale's keys",
 		"the sale is still listed; the next pass retires it again and unlists it"},
 	{RetireUnlist, "retirement", "Redis: the sale removed from the live-sales set",

@@ -255,3 +255,32 @@ func TestStartedAdmissionIsNotCalledLost(t *testing.T) {
 		t.Fatalf("after the loss: %+v %v; want only 2001 lost", rep, err)
 	}
 }
+
+// A pass that marked a purchase lost and stopped there (or whose
+// re-admission failed) leaves it to the next pass, which admits it again
+// while its sale is open, once: a pass after that finds the buyer held.
+func TestLostAdmissionMarkedByAStoppedPassIsAdmittedAgain(t *testing.T) {
+	rc, id := sale(t, 3, 0)
+	rc.LostAfter = -1
+	ctx := context.Background()
+	order := orderid.FirstAt(time.Now())
+	if err := rc.Store.RememberAdmissions(ctx, id, []store.Buyer{{UserID: "lena", OrderID: order}}, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.Stock.Client().FlushDB(ctx).Err(); err != nil { // Redis lost the sale
+		t.Fatal(err)
+	}
+	if marked, err := rc.Store.MarkAdmissionLost(ctx, order); err != nil || !marked { // the stopped pass
+		t.Fatalf("mark lost: %v %v", marked, err)
+	}
+	rep, err := rc.Sale(ctx, id)
+	if err != nil || rep.LostAdmissions != 0 || !slices.Equal(rep.Recovered, []int64{order}) {
+		t.Fatalf("next pass: %+v %v; want %d admitted again, the loss not counted twice", rep, err, order)
+	}
+	if held, ok, err := rc.Stock.Holder(ctx, id, "lena"); err != nil || !ok || held != order {
+		t.Fatalf("lena holds %d %v %v, want order %d", held, ok, err, order)
+	}
+	if rep, err := rc.Sale(ctx, id); err != nil || len(rep.Recovered) != 0 {
+		t.Fatalf("the pass after: %+v %v; want nothing admitted again", rep, err)
+	}
+}

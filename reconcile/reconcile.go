@@ -62,8 +62,14 @@ type Report struct {
 	// Recovered are the lost admissions this pass admitted again under
 	// their order ids: the sale was open, had a unit, and the buyer held no
 	// other. Their orders are placed like any admission; the others stay
-	// lost.
+	// lost, and later passes offer them their unit again while the sale is
+	// open.
 	Recovered []int64
+	// offer is what recoverLost tries, oldest first: the admissions this
+	// pass found lost, and those an earlier pass found lost and did not
+	// admit again (it stopped after marking them, its re-admission failed,
+	// or the sale had no unit then).
+	offer []store.Admission
 	// Remembered counts the admissions without an order row this pass
 	// recorded for the first time.
 	Remembered int
@@ -278,8 +284,15 @@ func (rc *Reconciler) remember(ctx context.Context, rs stock.Snapshot, replicate
 			fresh = append(fresh, store.Buyer{UserID: user, OrderID: id})
 		}
 	}
-	if err := rc.Store.RememberAdmissions(ctx, saleID, fresh, replicated); err != nil {
-		return err
+	if len(fresh) > 0 {
+		if err := rc.Store.RememberAdmissions(ctx, saleID, fresh, replicated); err != nil {
+			return err
+		}
+		// A stop here leaves rc.remembered as it was: the next pass
+		// records them again, which writes nothing.
+		if err := fault.Hit(fault.AdmissionsRemembered); err != nil {
+			return err
+		}
 	}
 	rc.remembered[saleID] = inFlight
 	rep.Remembered = len(fresh)
@@ -299,7 +312,7 @@ func (rc *Reconciler) logLost(rep Report) {
 		"sale_id", rep.SaleID, "lost", rep.LostAdmissions, "order_ids", rep.LostOrders, "buyers", buyers)
 }
 
-// recoverLost admits the purchases this pass found lost again, under their
+// recoverLost admits the lost purchases of rep.offer again, under their
 // own order ids, so that the 202 their buyers hold is true after all.
 // reserve.lua decides as for any purchase: the sale must be open and
 // loaded, have a unit, and the buyer hold none (one who bought again has
@@ -309,16 +322,33 @@ func (rc *Reconciler) logLost(rep Report) {
 // intent read before Redis lost it meets the same workflow, and the saga
 // deducts once per order id. What it cannot restore is the purchase's
 // Idempotency-Key: a retry with it answers 409 ALREADY_PURCHASED naming the
-// order, not 202.
+// order, not 202. One that cannot be admitted now is offered again by every
+// later pass while its sale is open (SPEC invariant 4: a 202 has an order);
+// that it still cannot is said once, by the pass that found it lost.
 func (rc *Reconciler) recoverLost(ctx context.Context, rep *Report) {
-	for _, a := range rep.Lost {
+	for _, a := range rep.offer {
 		id, err := rc.Stock.Reserve(ctx, a.SaleID, a.UserID, a.OrderID, "")
-		if id != a.OrderID || (err != nil && !redisack.IsNotAcknowledged(err)) {
-			rc.logger().Info("a lost purchase cannot be admitted again", "order_id", a.OrderID, "sale_id", a.SaleID, "user_id", a.UserID, "err", err)
+		if redisack.IsNotAcknowledged(err) {
+			err = nil // not confirmed by a replica: the relay starts it once one has it
+		}
+		if err == nil && id == a.OrderID {
+			// A stop here leaves the buyer held under the order: the relay
+			// starts it, and the next pass finds it held.
+			err = fault.Hit(fault.AdmissionReadmitted)
+		}
+		if err != nil || id != a.OrderID {
+			level := slog.LevelDebug
+			if a.LostAt.IsZero() {
+				level = slog.LevelInfo // found lost by this pass
+			}
+			rc.logger().Log(ctx, level, "a lost purchase cannot be admitted again", "order_id", a.OrderID, "sale_id", a.SaleID, "user_id", a.UserID, "err", err)
 			continue
 		}
-		// Not confirmed by a replica: the relay starts it once one has it.
-		if err := rc.Store.MarkAdmissionRecovered(ctx, a.OrderID); err != nil {
+		err = rc.Store.MarkAdmissionRecovered(ctx, a.OrderID)
+		if err == nil {
+			err = fault.Hit(fault.AdmissionRecovered)
+		}
+		if err != nil {
 			rc.logger().Warn("record a recovered purchase", "order_id", a.OrderID, "err", err)
 		}
 		rep.Recovered = append(rep.Recovered, a.OrderID)
@@ -334,7 +364,8 @@ const DefaultLostAfter = time.Minute
 // (none with an order row) that Redis does not hold (buyers, read before
 // them; loaded: whether Redis holds the sale at all), that have no
 // workflow and are older than LostAfter, and that no other reconciler
-// marked first.
+// marked first. It offers them (rep.offer) with those Redis does not hold
+// that an earlier pass marked lost and did not admit again.
 func (rc *Reconciler) markLost(ctx context.Context, unplaced []store.Admission, buyers map[string]int64, loaded bool, rep *Report) error {
 	lostAfter := rc.LostAfter
 	if lostAfter == 0 {
@@ -342,7 +373,13 @@ func (rc *Reconciler) markLost(ctx context.Context, unplaced []store.Admission, 
 	}
 	for _, a := range unplaced {
 		held := loaded && buyers[a.UserID] == a.OrderID
-		if held || !a.LostAt.IsZero() {
+		switch {
+		case held:
+			continue
+		case !a.LostAt.IsZero():
+			if a.RecoveredAt.IsZero() {
+				rep.offer = append(rep.offer, a)
+			}
 			continue
 		}
 		if gone, err := Gone(ctx, rc.Temporal, a, lostAfter, false); err != nil || !gone {
@@ -355,11 +392,19 @@ func (rc *Reconciler) markLost(ctx context.Context, unplaced []store.Admission, 
 		if err != nil {
 			return err
 		}
-		if marked {
-			rep.Lost = append(rep.Lost, a)
-			if len(rep.LostOrders) < 10 {
-				rep.LostOrders = append(rep.LostOrders, a.OrderID)
-			}
+		if !marked {
+			continue
+		}
+		// A stop here leaves the loss recorded (the audit names it) but
+		// neither logged, counted nor admitted again by this pass: the
+		// next pass offers it its unit.
+		if err := fault.Hit(fault.AdmissionLost); err != nil {
+			return err
+		}
+		rep.Lost = append(rep.Lost, a)
+		rep.offer = append(rep.offer, a)
+		if len(rep.LostOrders) < 10 {
+			rep.LostOrders = append(rep.LostOrders, a.OrderID)
 		}
 	}
 	rep.LostAdmissions = len(rep.Lost)

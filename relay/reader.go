@@ -58,12 +58,7 @@ type reader struct {
 // calls go on the client.
 func (rd *reader) redis() redis.Cmdable {
 	if rd.conn == nil {
-		if c, ok := rd.r.rdb.(interface{ Conn() *redis.Conn }); ok {
-			conn := c.Conn()
-			rd.conn, rd.closeConn = conn, conn.Close
-		} else {
-			rd.conn, rd.closeConn = rd.r.rdb, func() error { return nil }
-		}
+		rd.conn, rd.closeConn, _ = rd.r.stock.LendConn()
 	}
 	return rd.conn
 }

@@ -39,14 +39,9 @@ func (s *Stock) SnapshotReplicated(ctx context.Context, saleID int64) (snap Snap
 		snap, err = s.Snapshot(ctx, saleID)
 		return snap, false, err
 	}
-	c, ok := s.rdb.(interface{ Conn() *redis.Conn })
-	if !ok {
-		snap, err = s.Snapshot(ctx, saleID)
-		return snap, false, err
-	}
-	conn := c.Conn()
-	defer conn.Close()
-	if snap, err = s.snapshot(ctx, conn, saleID); err != nil {
+	conn, giveBack, single := s.LendConn()
+	defer giveBack()
+	if snap, err = s.snapshot(ctx, conn, saleID); err != nil || !single {
 		return snap, false, err
 	}
 	return snap, s.AwaitReplicasOn(ctx, conn) == nil, nil

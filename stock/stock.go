@@ -108,6 +108,19 @@ func (s *Stock) Acknowledged() bool { return s.ack.On() }
 // Client is the Redis client the scripts run on.
 func (s *Stock) Client() redis.UniversalClient { return s.rdb }
 
+// LendConn lends one connection of the client, for calls that must all
+// reach the one server it is connected to (a read and the WAIT that
+// answers for it, docs/design.md §3.13), with the function that gives it
+// back. A client with no single connection (Redis Cluster, §3.12) lends
+// itself: single is false, and giving it back does nothing.
+func (s *Stock) LendConn() (c redis.Cmdable, giveBack func() error, single bool) {
+	if l, ok := s.rdb.(interface{ Conn() *redis.Conn }); ok {
+		conn := l.Conn()
+		return conn, conn.Close, true
+	}
+	return s.rdb, func() error { return nil }, false
+}
+
 // Reserve admits userID to sale saleID under the freshly minted orderID,
 // with no rate limit and no trace context: Admit with only these fields.
 func (s *Stock) Reserve(ctx context.Context, saleID int64, userID string, orderID int64, idemKey string) (int64, error) {

@@ -254,23 +254,34 @@ func (s *Store) insertOrder(ctx context.Context, c *ent.OrderClient, ref domain.
 // then moves a live unpaid row to status. A row that is final already keeps
 // its status: the caller learns it, so an ending never undoes a payment.
 func (s *Store) FinishOrder(ctx context.Context, ref domain.OrderRef, status domain.Status, reason string) (domain.Status, error) {
-	if status.Live() {
-		return "", fmt.Errorf("finish order %d: %s is not an ending status", ref.OrderID, status)
-	}
 	var final domain.Status
-	err := s.withTx(ctx, func(tx *ent.Tx) error {
+	err := s.ending(ctx, "finish", ref, status, func(tx *ent.Tx) error {
 		var err error
 		final, err = s.finish(ctx, tx, ref, status, reason)
 		return err
 	})
-	if ent.IsConstraintError(err) || ent.IsValidationError(err) {
-		// The sale itself is gone: there is nothing to attach a row to.
-		return "", fmt.Errorf("%w: order %d: %v", domain.ErrInvalidOrder, ref.OrderID, err)
-	}
 	if err != nil {
-		return "", fmt.Errorf("finish order %d: %w", ref.OrderID, err)
+		return "", err
 	}
 	return final, nil
+}
+
+// ending runs fn, an ending of the order (FinishOrder, EndOrder: what, in
+// its errors), in one transaction, once status is known to be an ending
+// one. A row the database refuses means the sale itself is gone, with
+// nothing to attach a row to: domain.ErrInvalidOrder.
+func (s *Store) ending(ctx context.Context, what string, ref domain.OrderRef, status domain.Status, fn func(tx *ent.Tx) error) error {
+	if status.Live() {
+		return fmt.Errorf("%s order %d: %s is not an ending status", what, ref.OrderID, status)
+	}
+	err := s.withTx(ctx, fn)
+	if ent.IsConstraintError(err) || ent.IsValidationError(err) {
+		return fmt.Errorf("%w: order %d: %v", domain.ErrInvalidOrder, ref.OrderID, err)
+	}
+	if err != nil {
+		return fmt.Errorf("%s order %d: %w", what, ref.OrderID, err)
+	}
+	return nil
 }
 
 // finish is FinishOrder inside tx.
@@ -305,10 +316,7 @@ func (s *Store) finish(ctx context.Context, tx *ent.Tx, ref domain.OrderRef, sta
 // and whether a unit went back now. Both halves are idempotent, so a retry
 // after a commit changes nothing.
 func (s *Store) EndOrder(ctx context.Context, ref domain.OrderRef, status domain.Status, reason string) (final domain.Status, restored bool, _ error) {
-	if status.Live() {
-		return "", false, fmt.Errorf("end order %d: %s is not an ending status", ref.OrderID, status)
-	}
-	err := s.withTx(ctx, func(tx *ent.Tx) error {
+	err := s.ending(ctx, "end", ref, status, func(tx *ent.Tx) error {
 		if err := lockSale(ctx, tx, ref.SaleID); err != nil {
 			return err
 		}
@@ -319,11 +327,8 @@ func (s *Store) EndOrder(ctx context.Context, ref domain.OrderRef, status domain
 		restored, err = restore(ctx, tx, ref)
 		return err
 	})
-	if ent.IsConstraintError(err) || ent.IsValidationError(err) {
-		return "", false, fmt.Errorf("%w: order %d: %v", domain.ErrInvalidOrder, ref.OrderID, err)
-	}
 	if err != nil {
-		return "", false, fmt.Errorf("end order %d: %w", ref.OrderID, err)
+		return "", false, err
 	}
 	return final, restored, nil
 }
