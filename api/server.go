@@ -235,6 +235,9 @@ func New(cfg Config, deps Deps) *Server {
 		MaxSocketsPerUser: max(cfg.WSPerUser, 0), MaxSockets: max(cfg.WSMax, 0),
 	})
 	if !cfg.NoRelay {
+		if cfg.Relay.Fenced == nil {
+			cfg.Relay.Fenced = deps.Store.RememberFenced
+		}
 		s.relay = relay.New(deps.Stock, relay.NewTemporalStarter(deps.Temporal), cfg.Relay)
 	}
 	s.metrics = newMetrics(s.reg, s)

@@ -320,8 +320,8 @@ func checkLost(ctx context.Context, src Sources, saleID int64, settled bool, r *
 		return err
 	}
 	for _, a := range unplaced {
-		if buyers[a.UserID] == a.OrderID {
-			continue // on its way to its saga
+		if reconcile.Held(a, buyers, true, src.Stock.Acknowledged()) {
+			continue // on its way to its saga, or its buyer bought again
 		}
 		if a.LostAt.IsZero() {
 			gone, err := reconcile.Gone(ctx, src.Temporal, a, reconcile.DefaultLostAfter, settled)

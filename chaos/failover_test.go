@@ -30,15 +30,9 @@ type shopper struct {
 }
 
 func (c *cluster) shoppers(api, prefix string, n int) []shopper {
-	signer, err := auth.NewSigner(secret)
-	if err != nil {
-		c.t.Fatal(err)
-	}
 	out := make([]shopper, n)
 	for i := range out {
-		user := fmt.Sprintf("%s-%d", prefix, i)
-		tok, _ := signer.Mint(user, auth.RoleBuyer, time.Hour)
-		out[i] = shopper{user: user, key: "key-" + user, c: client.New(api, tok, nil)}
+		out[i] = shopperOf(c, api, fmt.Sprintf("%s-%d", prefix, i))
 	}
 	return out
 }

@@ -93,10 +93,14 @@ func (c *cluster) seckill(args ...string) string {
 }
 
 // startWorker starts (or restarts) the named worker process.
-func (c *cluster) startWorker(name string) {
+func (c *cluster) startWorker(name string) { c.startWorkerWith(name, nil) }
+
+// startWorkerWith starts (or restarts) the named worker process with more
+// environment, which overrides the stack's.
+func (c *cluster) startWorkerWith(name string, extra []string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.procs[name] = testenv.Run(c.t, name, c.Env, "worker")
+	c.procs[name] = testenv.Run(c.t, name, append(append([]string{}, c.Env...), extra...), "worker")
 }
 
 func (c *cluster) kill(name string) {

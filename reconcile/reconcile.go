@@ -372,7 +372,7 @@ func (rc *Reconciler) markLost(ctx context.Context, unplaced []store.Admission, 
 		lostAfter = DefaultLostAfter
 	}
 	for _, a := range unplaced {
-		held := loaded && buyers[a.UserID] == a.OrderID
+		held := Held(a, buyers, loaded, rc.Stock.Acknowledged())
 		switch {
 		case held:
 			continue
@@ -453,6 +453,18 @@ func (rc *Reconciler) EndedLost(ctx context.Context, open map[int64]bool) ([]Rep
 		}
 	}
 	return reps, nil
+}
+
+// Held reports whether Redis still accounts for a remembered admission, so
+// that it is not lost: Redis holds the sale (loaded) and, in buyers, the
+// buyer under the admission's order. Where writes are acknowledged, an
+// unreplicated admission is one a fenced relay recorded
+// (store.RememberFenced), whose buyer was told 202 or UNCONFIRMED: one
+// who holds another order now was told UNCONFIRMED and bought again, and
+// has their unit. The reconciler and the audit judge by it alike.
+func Held(a store.Admission, buyers map[string]int64, loaded, acknowledged bool) bool {
+	holds, ok := buyers[a.UserID]
+	return loaded && ok && (holds == a.OrderID || acknowledged && !a.Replicated)
 }
 
 // Gone reports whether a remembered admission that Redis no longer holds,

@@ -67,6 +67,13 @@ func (e *NotAcknowledgedError) Error() string {
 	return fmt.Sprintf("redis: %d of %d replicas acknowledged the write in time", e.Got, e.Want)
 }
 
+// IsFenced reports whether the fence stopped a write: it was not sent
+// (ErrFenced), or its acknowledgement did not count.
+func IsFenced(err error) bool {
+	var na *NotAcknowledgedError
+	return errors.Is(err, ErrFenced) || errors.As(err, &na) && na.Fenced
+}
+
 // IsNotAcknowledged reports whether err is a *NotAcknowledgedError.
 func IsNotAcknowledged(err error) bool {
 	var na *NotAcknowledgedError

@@ -13,6 +13,7 @@ import (
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/redisack"
 	"github.com/seckill/seckill/relay"
@@ -95,3 +96,43 @@ func (h *hook) Enabled(context.Context, slog.Level) bool      { return true }
 func (h *hook) Handle(_ context.Context, r slog.Record) error { h.on(r.Message); return nil }
 func (h *hook) WithAttrs([]slog.Attr) slog.Handler            { return h }
 func (h *hook) WithGroup(string) slog.Handler                 { return h }
+
+// Intents read from a primary the fence no longer vouches for are not
+// started, and their orders are handed to Options.Fenced, which records
+// them (docs/design.md §3.14): their buyers were told 202 or UNCONFIRMED,
+// and a failover loses them.
+func TestRelayRecordsTheIntentsTheFenceStopped(t *testing.T) {
+	primary := testenv.StartRedisServer(t, false)
+	rdb := redis.NewClient(&redis.Options{Addr: primary.Addr()})
+	defer rdb.Close()
+	st := stock.New(rdb, redsync.New(goredis.NewPool(rdb)))
+	admit(t, st, 52, 1) // before the fence: admitted without acknowledgement
+	// A fence no Sentinel ever confirmed does not hold.
+	fence := redisack.NewFence(rdb, "seckill", nil, redis.Options{})
+	defer fence.Close()
+	st.Acknowledge(redisack.Policy{Replicas: 1, Timeout: 300 * time.Millisecond, Fence: fence})
+
+	started := make(chan int64, 1)
+	fenced := make(chan []domain.OrderRef, 1)
+	r := relay.New(st, starterFunc(func(_ context.Context, in workflows.OrderInput) (bool, error) {
+		started <- in.Order.OrderID
+		return true, nil
+	}), relay.Options{Consumer: "a", Fenced: func(_ context.Context, orders []domain.OrderRef) error {
+		select {
+		case fenced <- orders:
+		default:
+		}
+		return nil
+	}})
+	run(t, r)
+	select {
+	case id := <-started:
+		t.Fatalf("order %d started with the fence closed", id)
+	case orders := <-fenced:
+		if len(orders) != 1 || orders[0].SaleID != 52 || orders[0].UserID == "" {
+			t.Fatalf("fenced orders %+v, want the one admission of sale 52", orders)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the relay neither started nor recorded the intent within 30s")
+	}
+}

@@ -35,6 +35,7 @@ import (
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/fault"
+	"github.com/seckill/seckill/redisack"
 	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/workflows"
 )
@@ -81,6 +82,14 @@ type Options struct {
 	// BeforeStart, if set, runs after entries were read and before their
 	// workflows are started. Tests use it to crash a relay in that window.
 	BeforeStart func(ctx context.Context, orderIDs []int64)
+	// Fenced, if set, is given the orders of intents read but not started
+	// because the fence stopped their acknowledgement (redisack.IsFenced):
+	// admissions on a primary the Sentinels no longer confirm, which their
+	// failover loses. Their buyers were told 202 or UNCONFIRMED. The
+	// processes record them (store.RememberFenced), so that the reconciler
+	// and the audit name those lost (docs/design.md §3.14). It is called
+	// again each time the same intents are tried; an error is logged.
+	Fenced func(ctx context.Context, orders []domain.OrderRef) error
 	// Metrics, if set, gets the start latency histogram, the counts of
 	// what the relay did and the gauges of what it reads.
 	Metrics prometheus.Registerer
@@ -274,6 +283,15 @@ func (r *Relay) process(ctx context.Context, batches []batch, awaitReplicas func
 		// runs on the connection the batches were read on (reader.ack).
 		if err := awaitReplicas(ctx); err != nil && ctx.Err() == nil {
 			r.opts.Logger.Warn("relay: intents not yet on a replica; starting them later", "err", err)
+			if r.opts.Fenced != nil && redisack.IsFenced(err) {
+				refs := make([]domain.OrderRef, len(jobs))
+				for i, j := range jobs {
+					refs[i] = j.in.Order
+				}
+				if ferr := r.opts.Fenced(ctx, refs); ferr != nil {
+					r.opts.Logger.Error("relay: record the intents the fence stopped", "orders", len(refs), "err", ferr)
+				}
+			}
 			for _, j := range jobs {
 				failed[j.batch]++
 			}

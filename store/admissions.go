@@ -8,6 +8,7 @@ import (
 
 	entsql "entgo.io/ent/dialect/sql"
 
+	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/ent"
 	"github.com/seckill/seckill/ent/admission"
 	"github.com/seckill/seckill/ent/order"
@@ -49,6 +50,24 @@ func (s *Store) RememberAdmissions(ctx context.Context, saleID int64, buyers []B
 		err := s.db.Admission.CreateBulk(creates...).OnConflictColumns(admission.FieldID).DoNothing().Exec(ctx)
 		if err != nil {
 			return fmt.Errorf("remember admissions of sale %d: %w", saleID, err)
+		}
+	}
+	return nil
+}
+
+// RememberFenced records the orders of intents a relay read from a primary
+// the Sentinels no longer confirm (relay.Options.Fenced), unreplicated:
+// with --admit-ack=replica no other path records an admission that is
+// not replicated, so the reconciler and the audit know them as admissions
+// whose buyers were told 202 or UNCONFIRMED (docs/design.md §3.14).
+func (s *Store) RememberFenced(ctx context.Context, orders []domain.OrderRef) error {
+	bySale := map[int64][]Buyer{}
+	for _, o := range orders {
+		bySale[o.SaleID] = append(bySale[o.SaleID], Buyer{UserID: o.UserID, OrderID: o.OrderID})
+	}
+	for sale, buyers := range bySale {
+		if err := s.RememberAdmissions(ctx, sale, buyers, false); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -76,7 +76,7 @@ func (c *WorkerCmd) Run(ctx context.Context) error {
 		// first workflow task to a worker of the same client with a free
 		// slot. It does not yield to admission, which runs elsewhere.
 		opts := c.RelayFlags.options()
-		opts.Metrics, opts.Tracing = d.registry, d.tracing
+		opts.Metrics, opts.Tracing, opts.Fenced = d.registry, d.tracing, d.store.RememberFenced
 		r := relay.New(d.stock, relay.NewTemporalStarter(d.temporal), opts)
 		relays.Go(func() {
 			if err := r.Run(ctx); err != nil && ctx.Err() == nil {
