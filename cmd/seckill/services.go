@@ -76,11 +76,14 @@ type deps struct {
 	ack      redisack.Policy // what a write that must survive a failover waits for
 	fence    *redisack.Fence // nil: none (ack.Fence)
 	unfence  context.CancelFunc
-	lockers  []redis.UniversalClient
-	stock    *stock.Stock
-	events   *push.Publisher
-	temporal client.Client
-	tracing  trace.TracerProvider // nil: tracing off (setupTracing)
+	// fenceHolds is 1 while writes may be acknowledged: always without
+	// a fence, so dashboards and alerts read one series everywhere.
+	fenceHolds prometheus.Gauge
+	lockers    []redis.UniversalClient
+	stock      *stock.Stock
+	events     *push.Publisher
+	temporal   client.Client
+	tracing    trace.TracerProvider // nil: tracing off (setupTracing)
 }
 
 func (d *deps) Close() {
@@ -142,7 +145,7 @@ func (s Services) sentinels() (redisconf.Sentinels, bool, error) {
 	switch {
 	case s.AdmitFence == "off":
 		return redisconf.Sentinels{}, false, nil
-	case s.AdmitFence != "auto":
+	case s.AdmitFence != "auto" && s.AdmitFence != "": // "": a command that sets no flags (dev)
 		sn, ok, err := redisconf.SentinelsOf(s.AdmitFence)
 		if err == nil && !ok {
 			err = errors.New("want auto, off or a Sentinel URL (redis://SENTINEL:26379?master_name=NAME&addr=SENTINEL2:26379)")
@@ -163,7 +166,7 @@ func (s Services) sentinels() (redisconf.Sentinels, bool, error) {
 }
 
 // startFence starts the fence (redisack.Fence) the flags ask for, after a
-// first check, and sets it on d's policy. A first check that fails is
+// first check, and sets it on d's policy and d.fenceHolds. A first check that fails is
 // logged, not fatal: the process comes up, and its acknowledged writes
 // wait for the Sentinels to confirm the primary.
 func (s Services) startFence(ctx context.Context, d *deps) error {
@@ -171,11 +174,8 @@ func (s Services) startFence(ctx context.Context, d *deps) error {
 	if err != nil || !ok {
 		return err
 	}
-	holds := prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "seckill_redis_fence_holds",
-		Help: "1 while the Sentinels confirm the Redis primary this process writes to (acknowledged writes count), 0 while the fence stops them (docs/design.md §3.13).",
-	})
-	d.registry.MustRegister(holds)
+	holds := d.fenceHolds
+	holds.Set(0) // until the first check passes
 	d.fence = redisack.NewFence(d.redis, sn.Master, sn.Addrs, sn.Options)
 	d.fence.OnChange = func(ok bool, why string) {
 		if ok {
@@ -238,6 +238,12 @@ func (s Services) connect(ctx context.Context, needTemporal bool, tp trace.Trace
 		d.Close()
 		return nil, fmt.Errorf("--admit-ack-timeout: %w", err)
 	}
+	d.fenceHolds = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "seckill_redis_fence_holds",
+		Help: "0 while the fence stops acknowledged writes (the Sentinels do not confirm the Redis primary this process writes to), 1 otherwise, and always without a fence (docs/design.md §3.13).",
+	})
+	d.fenceHolds.Set(1)
+	d.registry.MustRegister(d.fenceHolds)
 	if err := s.startFence(ctx, d); err != nil {
 		d.Close()
 		return nil, err
