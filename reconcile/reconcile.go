@@ -323,7 +323,7 @@ func (rc *Reconciler) logLost(rep Report) {
 // deducts once per order id. What it cannot restore is the purchase's
 // Idempotency-Key: a retry with it answers 409 ALREADY_PURCHASED naming the
 // order, not 202. One that cannot be admitted now is offered again by every
-// later pass while its sale is open (SPEC invariant 4: a 202 has an order);
+// later pass while its sale is open (invariant 4, docs/design.md §2: a 202 has an order);
 // that it still cannot is said once, by the pass that found it lost.
 func (rc *Reconciler) recoverLost(ctx context.Context, rep *Report) {
 	for _, a := range rep.offer {

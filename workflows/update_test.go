@@ -313,7 +313,7 @@ func TestPastTheDeadlineNothingIsDecidedByAnUpdate(t *testing.T) {
 			t.Errorf("past the deadline at %s (strict %v) = %v, want %v", c.now.Sub(deadline), c.strict, got, c.past)
 		}
 	}
-	if (&order{strictDeadline: true}).pastDeadline(deadline) {
+	if (&order{era: era{strictDeadline: true}}).pastDeadline(deadline) {
 		t.Error("an order that awaits no payment yet has no deadline")
 	}
 }

@@ -1,0 +1,89 @@
+package workflows
+
+import (
+	"errors"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/seckill/seckill/activities"
+)
+
+// Activity options. The forward steps and Notify are short database and
+// Redis calls, so they run as local activities: inside the workflow task,
+// without a round trip through the Temporal server each, which is where a
+// saga's time goes. They retry infrastructure errors with backoff for a
+// bounded time, then the saga compensates. Compensations are ordinary
+// activities that retry until they succeed, because a unit that is never
+// given back is lost.
+var (
+	forwardOptions = workflow.LocalActivityOptions{
+		StartToCloseTimeout:    10 * time.Second,
+		ScheduleToCloseTimeout: 5 * time.Minute,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:        200 * time.Millisecond,
+			BackoffCoefficient:     2,
+			MaximumInterval:        10 * time.Second,
+			NonRetryableErrorTypes: []string{activities.ErrTypeOutOfStock, activities.ErrTypeInvalidOrder, activities.ErrTypeSaleCancelled},
+		},
+	}
+	compensationOptions = workflow.ActivityOptions{
+		StartToCloseTimeout: 10 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    500 * time.Millisecond,
+			BackoffCoefficient: 2,
+			MaximumInterval:    time.Minute,
+			MaximumAttempts:    0, // until it succeeds
+		},
+	}
+	// A lost push is not a lost result: the buyer's socket gets a snapshot
+	// of their orders on connect. So Notify gives up after a few tries.
+	notifyOptions = workflow.LocalActivityOptions{
+		StartToCloseTimeout: 5 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    200 * time.Millisecond,
+			BackoffCoefficient: 2,
+			MaximumAttempts:    5,
+		},
+	}
+)
+
+// Local activities are called by name, so the worker runs the registered
+// *activities.Activities, which holds the database and Redis clients.
+const (
+	deductStock = "DeductStock"
+	createOrder = "CreateOrder"
+	placeOrder  = "PlaceOrder"
+	notify      = "Notify"
+)
+
+// a is only used to name activity methods; the worker registers the real one.
+var a *activities.Activities
+
+// isSaleCancelled reports whether a forward step was refused because an
+// operator cancelled the order's sale.
+func isSaleCancelled(err error) bool {
+	var app *temporal.ApplicationError
+	return errors.As(err, &app) && app.Type() == activities.ErrTypeSaleCancelled
+}
+
+// rootMessage is the message of the innermost error, which is the one that
+// says what went wrong (not "activity error").
+func rootMessage(err error) string {
+	for {
+		next := unwrap(err)
+		if next == nil {
+			return err.Error()
+		}
+		err = next
+	}
+}
+
+func unwrap(err error) error {
+	u, ok := err.(interface{ Unwrap() error })
+	if !ok {
+		return nil
+	}
+	return u.Unwrap()
+}
