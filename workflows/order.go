@@ -66,7 +66,8 @@ type CancelRequest struct {
 //
 //	PlaceOrder (the unit and the row, one transaction; the buyer told
 //	AWAITING_PAYMENT) → wait for the pay or cancel update, or the payment
-//	timeout → MarkPaid + Notify(PAID)
+//	timeout → MarkPaid (local, in the deciding task; the ordinary activity
+//	if that fails) + Notify(PAID)
 //
 // and on any failure, cancellation or timeout it ends the order on a
 // disconnected context in one activity, EndOrder (the row's end and the
@@ -171,6 +172,16 @@ func (o *order) run(ctx workflow.Context, in OrderInput) (OrderState, error) {
 func (o *order) pay(ctx workflow.Context) (OrderState, error) {
 	if o.v1 {
 		ctx, _ = workflow.NewDisconnectedContext(ctx)
+	}
+	if o.localPay {
+		// In this workflow task, once: the update that decided, the row and
+		// the close then take one task. A failure (the database down or
+		// slow) is left to the ordinary activity below.
+		lctx := workflow.WithLocalActivityOptions(ctx, payOnceOptions)
+		if err := workflow.ExecuteLocalActivity(lctx, markPaid, o.ref).Get(ctx, nil); err == nil {
+			o.set(ctx, domain.StatusPaid, "")
+			return o.state, nil
+		}
 	}
 	pctx := workflow.WithActivityOptions(ctx, compensationOptions)
 	if err := workflow.ExecuteActivity(pctx, a.MarkPaid, o.ref).Get(ctx, nil); err != nil {

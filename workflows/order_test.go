@@ -8,10 +8,12 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
@@ -37,10 +39,13 @@ type saga struct {
 	rowStatus domain.Status
 }
 
-func (s *saga) record(name string) {
+func (s *saga) record(ctx context.Context, name string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls = append(s.calls, name)
+	if activity.GetInfo(ctx).IsLocalActivity {
+		name += " (local)"
+	}
 	s.activities = append(s.activities, name)
 }
 
@@ -87,7 +92,7 @@ func newEnv(t *testing.T, fail map[string]step) (*testsuite.TestWorkflowEnvironm
 	}
 	for _, name := range []string{"PlaceOrder", "DeductStock", "RestoreStock", "CreateOrder", "MarkPaid", "ReleaseReservation"} {
 		env.OnActivity(name, mock.Anything, mock.Anything).Return(func(ctx context.Context, ref domain.OrderRef) error {
-			s.record(name)
+			s.record(ctx, name)
 			if ref != testRef {
 				return errors.New("wrong order ref")
 			}
@@ -102,7 +107,7 @@ func newEnv(t *testing.T, fail map[string]step) (*testsuite.TestWorkflowEnvironm
 		})
 	}
 	env.OnActivity("FinishOrder", mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.FinishInput) (domain.Status, error) {
-		s.record("FinishOrder")
+		s.record(ctx, "FinishOrder")
 		if err := behaviour("FinishOrder")(ctx); err != nil {
 			return "", err
 		}
@@ -351,7 +356,7 @@ func TestNotifyFailureDoesNotFailTheOrder(t *testing.T) {
 // histories replay in replay_test.go).
 func TestOrderBeforeLeanSaga(t *testing.T) {
 	env, s := newEnv(t, nil)
-	env.OnGetVersion(VersionUpdates, workflow.DefaultVersion, VersionOneStepEnd).Return(workflow.Version(1))
+	env.OnGetVersion(VersionUpdates, workflow.DefaultVersion, latestVersion).Return(workflow.Version(1))
 	env.RegisterDelayedCallback(func() { update(t, env, UpdatePay, wantState(t, domain.StatusPaid)) }, time.Minute)
 	if st := run(t, env, OrderInput{Order: testRef}); st.Status != domain.StatusPaid {
 		t.Fatalf("status = %s, want PAID", st.Status)
@@ -387,18 +392,54 @@ func TestEndingActivitiesByVersion(t *testing.T) {
 		v    workflow.Version
 		want []string
 	}{
-		{VersionPaidWhilePlacing, []string{"PlaceOrder", "FinishOrder", "RestoreStock", "ReleaseReservation"}},
-		{VersionOneStepEnd, []string{"PlaceOrder", "EndOrder"}},
+		{VersionPaidWhilePlacing, []string{"PlaceOrder (local)", "FinishOrder", "RestoreStock", "ReleaseReservation"}},
+		{VersionOneStepEnd, []string{"PlaceOrder (local)", "EndOrder"}},
 	} {
 		t.Run(fmt.Sprint("version ", tc.v), func(t *testing.T) {
 			env, s := newEnv(t, nil)
-			env.OnGetVersion(VersionUpdates, workflow.DefaultVersion, VersionOneStepEnd).Return(tc.v)
+			env.OnGetVersion(VersionUpdates, workflow.DefaultVersion, latestVersion).Return(tc.v)
 			env.RegisterDelayedCallback(func() { update(t, env, UpdateCancel, wantState(t, domain.StatusCancelled), CancelRequest{}) }, time.Minute)
 			if st := run(t, env, OrderInput{Order: testRef}); st.Status != domain.StatusCancelled {
 				t.Fatalf("status = %s, want CANCELLED", st.Status)
 			}
 			equal(t, "activities", s.activities, tc.want)
 			equal(t, "steps", s.calls, []string{"PlaceOrder", "FinishOrder", "RestoreStock", "ReleaseReservation"})
+		})
+	}
+}
+
+// Version 6 records a payment with one local MarkPaid in the deciding
+// workflow task; if that attempt fails, the ordinary activity of earlier
+// versions records it. Version 5 runs the ordinary activity only.
+func TestPayActivitiesByVersion(t *testing.T) {
+	failOnce := func() step {
+		var failed atomic.Bool
+		return func(context.Context) error {
+			if failed.CompareAndSwap(false, true) {
+				return errors.New("the database is down")
+			}
+			return nil
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		v    workflow.Version
+		fail map[string]step
+		want []string
+	}{
+		{"version 5", VersionOneStepEnd, nil, []string{"PlaceOrder (local)", "MarkPaid"}},
+		{"version 6", VersionLocalPay, nil, []string{"PlaceOrder (local)", "MarkPaid (local)"}},
+		{"version 6, the local attempt fails", VersionLocalPay, map[string]step{"MarkPaid": failOnce()}, []string{"PlaceOrder (local)", "MarkPaid (local)", "MarkPaid"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env, s := newEnv(t, tc.fail)
+			env.OnGetVersion(VersionUpdates, workflow.DefaultVersion, latestVersion).Return(tc.v)
+			env.RegisterDelayedCallback(func() { update(t, env, UpdatePay, wantState(t, domain.StatusPaid)) }, time.Minute)
+			if st := run(t, env, OrderInput{Order: testRef}); st.Status != domain.StatusPaid {
+				t.Fatalf("status = %s, want PAID", st.Status)
+			}
+			equal(t, "activities", s.activities, tc.want)
+			equal(t, "notified", s.notified, []domain.Status{domain.StatusAwaitingPayment, domain.StatusPaid})
 		})
 	}
 }

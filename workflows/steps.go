@@ -37,6 +37,12 @@ var (
 			MaximumAttempts:    0, // until it succeeds
 		},
 	}
+	// A decided payment's first try (VersionLocalPay): once, inside the
+	// workflow task; a failure falls back to the ordinary activity.
+	payOnceOptions = workflow.LocalActivityOptions{
+		StartToCloseTimeout: 5 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
+	}
 	// A lost push is not a lost result: the buyer's socket gets a snapshot
 	// of their orders on connect. So Notify gives up after a few tries.
 	notifyOptions = workflow.LocalActivityOptions{
@@ -55,6 +61,7 @@ const (
 	deductStock = "DeductStock"
 	createOrder = "CreateOrder"
 	placeOrder  = "PlaceOrder"
+	markPaid    = "MarkPaid"
 	notify      = "Notify"
 )
 

@@ -100,7 +100,7 @@ func TestPayAfterExpiryIsRejected(t *testing.T) {
 		}
 		return nil
 	}})
-	env.OnGetVersion(VersionUpdates, workflow.DefaultVersion, VersionOneStepEnd).Return(VersionPaidWhilePlacing)
+	env.OnGetVersion(VersionUpdates, workflow.DefaultVersion, latestVersion).Return(VersionPaidWhilePlacing)
 	st := run(t, env, OrderInput{Order: testRef, PaymentTimeout: 10 * time.Minute})
 	if st.Status != domain.StatusExpired || s.ran("MarkPaid") != 0 {
 		t.Fatalf("status = %s, MarkPaid ran %d times; want EXPIRED, 0", st.Status, s.ran("MarkPaid"))
@@ -160,7 +160,7 @@ func TestPayBeforeTheOrderIsPlaced(t *testing.T) {
 				}
 				return nil
 			}})
-			env.OnGetVersion(VersionUpdates, workflow.DefaultVersion, VersionOneStepEnd).Return(v)
+			env.OnGetVersion(VersionUpdates, workflow.DefaultVersion, latestVersion).Return(v)
 			if v < VersionDeadline {
 				env.RegisterDelayedCallback(func() { update(t, env, UpdatePay, wantState(t, domain.StatusPaid)) }, time.Minute)
 			}
@@ -199,7 +199,7 @@ func TestCancelWhilePlacingKeepsADecidedPayment(t *testing.T) {
 				}
 				return nil
 			}})
-			env.OnGetVersion(VersionUpdates, workflow.DefaultVersion, VersionOneStepEnd).Return(v)
+			env.OnGetVersion(VersionUpdates, workflow.DefaultVersion, latestVersion).Return(v)
 			env.ExecuteWorkflow(OrderWorkflow, OrderInput{Order: testRef})
 			var st OrderState
 			_ = env.GetWorkflowResult(&st)

@@ -19,6 +19,8 @@ import "go.temporal.io/sdk/workflow"
 //     a cancellation (order.go, run).
 //   - 5, VersionOneStepEnd: the ending in one EndOrder activity (order.go,
 //     end); the ending in steps before it is in legacy.go.
+//   - 6, VersionLocalPay: MarkPaid first as a local activity, in the
+//     workflow task that took the payment (order.go, pay).
 //
 // A new era adds its constant here, raises latestVersion, and gates its new
 // commands on its flag in era.
@@ -73,8 +75,20 @@ const VersionPaidWhilePlacing workflow.Version = 4
 // command sequence of every ending.
 const VersionOneStepEnd workflow.Version = 5
 
+// VersionLocalPay is version 6: a decided payment is recorded first by a
+// local activity, MarkPaid, in the workflow task that took the decision
+// (the pay update's, or the timer's or a cancel's that lost to it), so
+// that a paid order's update, its row and its close are one workflow task
+// where they were two with an activity task between them. One attempt
+// only: if it fails, the ordinary MarkPaid activity of earlier versions
+// records it, retried on the server's schedule until it succeeds
+// (docs/design.md §4.4), so a database outage and the Web UI's actions
+// meet the same pending activity as before. It changes the command
+// sequence of every paid order.
+const VersionLocalPay workflow.Version = 6
+
 // latestVersion is the version new workflows start at.
-const latestVersion = VersionOneStepEnd
+const latestVersion = VersionLocalPay
 
 // era is what the version a workflow started at decides.
 type era struct {
@@ -83,11 +97,12 @@ type era struct {
 	// for those started at VersionDeadline or later.
 	v1, lean, strictDeadline bool
 	// paidWhilePlacing: started at VersionPaidWhilePlacing or later;
-	// oneStepEnd: at VersionOneStepEnd or later.
-	paidWhilePlacing, oneStepEnd bool
+	// oneStepEnd: at VersionOneStepEnd or later; localPay: at
+	// VersionLocalPay or later.
+	paidWhilePlacing, oneStepEnd, localPay bool
 }
 
 func eraOf(v workflow.Version) era {
 	return era{v1: v >= 1, lean: v >= VersionLeanSaga, strictDeadline: v >= VersionDeadline,
-		paidWhilePlacing: v >= VersionPaidWhilePlacing, oneStepEnd: v >= VersionOneStepEnd}
+		paidWhilePlacing: v >= VersionPaidWhilePlacing, oneStepEnd: v >= VersionOneStepEnd, localPay: v >= VersionLocalPay}
 }
