@@ -51,6 +51,13 @@ type Options struct {
 	// target must be on loopback.
 	ReadStormRate        int
 	ReadStormConcurrency int
+	// RetryUnavailable makes the buyers told 503 (UNAVAILABLE,
+	// UNCONFIRMED) retry with the same Idempotency-Key after the answer's
+	// Retry-After (a second if it gave none, plus up to a quarter), until
+	// they have a final answer or their next retry would be sent more than
+	// RetryFor after the wave began (retry.go).
+	RetryUnavailable bool
+	RetryFor         time.Duration
 
 	// The limits, each measured before the sale if set (see Run).
 	// Ceiling measures bare reserve.lua calls (RedisCeiling).
@@ -105,6 +112,10 @@ type Result struct {
 	Accepted         int            `json:"accepted"`
 	// ReadStorm is the reads fired through the wave (Options.ReadStormRate).
 	ReadStorm *ReadStorm `json:"read_storm,omitempty"`
+	// Unavailable is the wave's 503 answers and the buyers' retries, when
+	// there were 503s or the buyers retried them (Outcomes then counts
+	// each request's final answer).
+	Unavailable *Unavailable `json:"unavailable,omitempty"`
 
 	CeilingSeconds  float64 `json:"redis_ceiling_seconds,omitempty"`
 	AdmissionVsCeil float64 `json:"admission_vs_ceiling,omitempty"`
@@ -303,6 +314,9 @@ func (o Options) validate() error {
 		if err := loopbackOnly(o.Target); err != nil {
 			return err
 		}
+	}
+	if o.RetryUnavailable && o.RetryFor <= 0 {
+		return errors.New("--retry-unavailable needs a positive --retry-for")
 	}
 	if o.Websockets > o.Users {
 		return fmt.Errorf("--websockets %d exceeds --users %d (one socket per buyer)", o.Websockets, o.Users)

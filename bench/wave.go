@@ -2,9 +2,10 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -43,47 +44,87 @@ func (c *target) admit(ctx context.Context, r *Result, o Options, saleID string,
 	r.Accepted = len(w.accepted)
 	r.RequestsPerSec = float64(len(requests)) / r.AdmissionSeconds
 	r.Latency = summarize(w.latencies)
+	if u := w.unavailable; o.RetryUnavailable || len(u.Answers) > 0 {
+		if o.RetryUnavailable {
+			u.RetryForSeconds = o.RetryFor.Seconds()
+		}
+		u.UnitsUnsold = max(0, r.Stock-r.Accepted)
+		r.Unavailable = &u
+	}
 	return w.accepted, begin, nil
 }
 
 // waveResult is what one admission wave saw.
 type waveResult struct {
-	seconds   float64
-	latencies []time.Duration
-	outcomes  map[string]int
-	accepted  map[string]string // order id -> token
+	seconds     float64
+	latencies   []time.Duration   // of every request sent, retries too
+	outcomes    map[string]int    // the final answer of each request
+	accepted    map[string]string // order id -> token
+	unavailable Unavailable
 }
 
 // wave fires the purchases: Concurrency buyers press "buy" in the order of
 // requests. The admission and the HTTP limit both run it, so that the
-// client side costs the same in both. It returns when the wave began.
+// client side costs the same in both. With RetryUnavailable, a request
+// answered 503 is sent again with its Idempotency-Key after the answer's
+// Retry-After, while that falls within RetryFor of the wave's start; a
+// buyer waiting to retry holds no place among the Concurrency in flight.
+// The wave ends when every request has its final answer or has given up.
+// It returns when the wave began.
 func (c *target) wave(ctx context.Context, o Options, saleID string, tokens []string, requests []int, what string) (waveResult, time.Time, error) {
 	bar := newBar(o.Progress, len(requests), what)
 	var (
-		next atomic.Int64
-		mu   sync.Mutex
-		wg   sync.WaitGroup
-		w    = waveResult{latencies: make([]time.Duration, 0, len(requests)), outcomes: map[string]int{}, accepted: map[string]string{}}
+		mu sync.Mutex
+		wg sync.WaitGroup
+		q  = newQueue(len(requests))
+		w  = waveResult{latencies: make([]time.Duration, 0, len(requests)), outcomes: map[string]int{}, accepted: map[string]string{},
+			unavailable: Unavailable{Answers: map[string]int{}}}
 	)
 	begin := time.Now()
+	deadline := begin.Add(o.RetryFor)
+	// Each request's own key, the same on each of its retries; unique to
+	// the run, so that no earlier run's key answers for it.
+	keyOf := func(int) string { return "" }
+	if o.RetryUnavailable {
+		run := fmt.Sprintf("bench-%x", begin.UnixNano())
+		keyOf = func(i int) string { return run + "-" + strconv.Itoa(i) }
+	}
 	for range o.Concurrency {
 		wg.Go(func() {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(requests) || ctx.Err() != nil {
+			for ctx.Err() == nil {
+				i, retry, ok := q.take(ctx.Done())
+				if !ok {
 					return
 				}
 				tok := tokens[requests[i]]
 				t0 := time.Now()
-				code, orderID := c.purchase(ctx, saleID, tok)
-				d := time.Since(t0)
+				a := c.purchase(ctx, saleID, tok, keyOf(i))
+				answered := time.Now()
+				wait := retryDelay(a.retryAfter)
+				again := o.RetryUnavailable && a.unavailable && answered.Add(wait).Before(deadline) && ctx.Err() == nil
 				mu.Lock()
-				w.latencies = append(w.latencies, d)
-				w.outcomes[code]++
-				if orderID != "" && code == "ACCEPTED" {
-					w.accepted[orderID] = tok
+				w.latencies = append(w.latencies, answered.Sub(t0))
+				if retry {
+					w.unavailable.Retries++
+				}
+				if a.unavailable {
+					w.unavailable.note(a.code, answered.Sub(begin))
+				}
+				if !again {
+					w.outcomes[a.code]++
+					if a.orderID != "" && a.code == "ACCEPTED" {
+						w.accepted[a.orderID] = tok
+					}
+					if a.unavailable && o.RetryUnavailable {
+						w.unavailable.GaveUp++
+					}
 				}
 				mu.Unlock()
+				if again {
+					q.retryAfter(i, wait)
+					continue
+				}
+				q.settle()
 				bar.add()
 			}
 		})
