@@ -110,6 +110,10 @@ type Result struct {
 	Latency          Latency        `json:"latency"`
 	Outcomes         map[string]int `json:"outcomes"`
 	Accepted         int            `json:"accepted"`
+	// HeldUnconfirmed are the purchases answered UNCONFIRMED at the end
+	// (no retry, or the buyer gave up) whose unit was taken all the same:
+	// their orders are the sale's besides the Accepted ones.
+	HeldUnconfirmed int `json:"held_unconfirmed,omitempty"`
 	// ReadStorm is the reads fired through the wave (Options.ReadStormRate).
 	ReadStorm *ReadStorm `json:"read_storm,omitempty"`
 	// Unavailable is the wave's 503 answers and the buyers' retries, when
@@ -154,6 +158,10 @@ type Result struct {
 
 // Stats is GET /v1/sales/{id}/stats, with the checks a run applies to it.
 type Stats wire.SaleStats
+
+// orders is how many orders the wave made: one per 202, and one per
+// purchase left unconfirmed that held its unit.
+func (r *Result) orders() int { return r.Accepted + r.HeldUnconfirmed }
 
 func (s Stats) live() int {
 	return s.Orders["PENDING"] + s.Orders["AWAITING_PAYMENT"] + s.Orders["PAID"]
@@ -240,13 +248,21 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	// purchase, at the end of the wave, when every order is created, and
 	// around each later phase of the orders' life.
 	preWave := o.probe(ctx)
-	accepted, begin, err := c.admit(ctx, r, o, sale.ID, tokens, requests)
+	w, begin, err := c.admit(ctx, r, o, sale.ID, tokens, requests)
 	if err != nil {
 		return nil, err
 	}
+	accepted := w.accepted
 	wave := o.probe(ctx)
 	if o.CPU != nil {
 		r.CPU.Admission = phase(*preWave.cpu, *wave.cpu, r.CPU.Unavailable)
+	}
+	// Read after the wave's sample, so that its reads are not admission's.
+	if r.HeldUnconfirmed, err = heldUnconfirmed(ctx, o, sale.ID, w.unconfirmed, userOf); err != nil {
+		return nil, fmt.Errorf("read the orders of the purchases left unconfirmed: %w", err)
+	}
+	if r.Unavailable != nil {
+		r.Unavailable.UnitsUnsold = max(0, r.Stock-r.orders())
 	}
 	won := make([]Accepted, 0, len(accepted))
 	for id, tok := range accepted {
@@ -275,7 +291,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		// writes none.
 		from := wave
 		from.pg = preWave.pg
-		r.Phases = append(r.Phases, newPhase(PhasePlace, r.Accepted, r.AllCreated, from, created, nil, r.cpuUnavailable()))
+		r.Phases = append(r.Phases, newPhase(PhasePlace, r.orders(), r.AllCreated, from, created, nil, r.cpuUnavailable()))
 		c.lifePhases(ctx, r, o, sale.ID, admin, accepted, begin, deadline)
 		// Every 202 by its order id, not only their count: a loss shows
 		// even where another order would make the count come out right.

@@ -53,15 +53,21 @@ run() {
       "$s" $P "$DOWN_AFTER" > "$d/data/s$s.conf"
     redis-sentinel "$d/data/s$s.conf" --logfile "$d/s$s.log" & pids+=($!)
   done
-  until redis-cli -p $P info replication | grep -q "connected_slaves:$n"; do sleep 0.2; done
+  # Every replica online (not still loading its first copy), or the
+  # primary answers NOREPLICAS and serve's first write fails.
+  until [ "$(redis-cli -p $P info replication | grep -c 'state=online')" = "$n" ]; do sleep 0.2; done
   until [ "$(redis-cli -p "${S[0]}" sentinel replicas seckill 2>/dev/null | grep -c '^name$')" = "$n" ]; do sleep 0.2; done
   "$BIN" temporal --port $TPORT --ui-port=-1 --data-dir "$d/temporal" > "$d/temporal.log" 2>&1 & pids+=($!)
   wait_line "$d/temporal.log" "temporal ready" 120 || return 1
   PGOPTIONS='-c client_min_messages=warning' psql "$PGURL" -qAtc "DROP DATABASE IF EXISTS failover WITH (FORCE)" -c "CREATE DATABASE failover"
   "$BIN" migrate > "$d/migrate.log" 2>&1 || return 1
   SECKILL_RELAY=false SECKILL_ADMIT_ACK=replica SECKILL_METRICS_ADDR=127.0.0.1:$METRICS "$BIN" serve --http-addr 127.0.0.1:$API > "$d/serve.log" 2>&1 & pids+=($!)
+  local serve=$!
   SECKILL_WORKER_RELAY=true SECKILL_ADMIT_ACK=replica SECKILL_METRICS_ADDR=127.0.0.1:0 "$BIN" worker > "$d/worker.log" 2>&1 & pids+=($!)
-  until curl -fsS -o /dev/null http://127.0.0.1:$API/readyz 2>/dev/null; do sleep 0.2; done
+  until curl -fsS -o /dev/null http://127.0.0.1:$API/readyz 2>/dev/null; do
+    kill -0 $serve 2>/dev/null || { echo "$name: serve exited, see $d/serve.log" >&2; stop_all; return 1; }
+    sleep 0.2
+  done
   local load; load=$(cut -d' ' -f1-3 /proc/loadavg)
   "$BIN" bench --target http://127.0.0.1:$API --metrics-url http://127.0.0.1:$METRICS/metrics --users "$USERS" --stock "$STOCK" \
     --engine-workflows 0 --start-delay 5s --retry-unavailable --retry-for "$RETRY_FOR" --json > "$W/$name.json" 2> "$d/bench.log" &
@@ -91,5 +97,5 @@ PY
 
 mkdir -p "$W"
 for i in $(seq "$RUNS"); do
-  for n in $SHAPES; do run "$i-r$n" "$n"; done
+  for n in $SHAPES; do run "$i-r$n" "$n" || stop_all; done
 done

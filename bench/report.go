@@ -50,6 +50,9 @@ func (r *Result) Table() string {
 	row("requests/s", "%.0f", r.RequestsPerSec)
 	row("latency p50/p95/p99/max", "%.1f / %.1f / %.1f / %.1f ms", r.Latency.P50, r.Latency.P95, r.Latency.P99, r.Latency.Max)
 	row("outcomes", "%s", outcomes(r.Outcomes))
+	if r.HeldUnconfirmed > 0 {
+		row("unconfirmed, but held", "%d purchases answered UNCONFIRMED at the end took their unit all the same (their orders are there)", r.HeldUnconfirmed)
+	}
 	if u := r.Unavailable; u != nil {
 		u.table(row)
 	}
@@ -87,7 +90,7 @@ func (r *Result) Table() string {
 	if r.CPU != nil {
 		orders := 0
 		if r.AllCreated {
-			orders = r.Accepted
+			orders = r.orders()
 		}
 		workflows := 0
 		if r.Engine != nil {

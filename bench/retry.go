@@ -35,7 +35,9 @@ type Unavailable struct {
 	// RetryForSeconds is the buyers' patience (Options.RetryFor), 0 when
 	// they did not retry.
 	RetryForSeconds float64 `json:"retry_for_seconds"`
-	// UnitsUnsold are the units no 202 took by the wave's end.
+	// UnitsUnsold are the units no purchase took by the wave's end: the
+	// stock less the 202s and the unconfirmed purchases that held their
+	// unit (Result.HeldUnconfirmed).
 	UnitsUnsold int `json:"units_unsold"`
 }
 

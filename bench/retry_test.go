@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/api/wire"
+	"github.com/seckill/seckill/auth"
 )
 
 // sent is one purchase request as the fake api received it.
@@ -20,8 +21,8 @@ type sent struct {
 }
 
 // fakeAdmission answers purchases by the buyer's bearer token: answers[tok]
-// is the status, problem code and Retry-After of each successive request
-// (status 202 answers order id code); the last repeats.
+// is the status, problem code, Retry-After and order id of each successive
+// request; the last repeats.
 type fakeAdmission struct {
 	mu      sync.Mutex
 	answers map[string][]fakeAnswer
@@ -29,9 +30,8 @@ type fakeAdmission struct {
 }
 
 type fakeAnswer struct {
-	status     int
-	code       string // the problem's code, or a 202's order id
-	retryAfter string
+	status                  int
+	code, retryAfter, order string
 }
 
 func (f *fakeAdmission) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -48,12 +48,12 @@ func (f *fakeAdmission) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if a.status == http.StatusAccepted {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(a.status)
-		_ = json.NewEncoder(w).Encode(wire.Purchase{OrderID: a.code})
+		_ = json.NewEncoder(w).Encode(wire.Purchase{OrderID: a.order})
 		return
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(a.status)
-	_ = json.NewEncoder(w).Encode(map[string]any{"status": a.status, "code": a.code})
+	_ = json.NewEncoder(w).Encode(map[string]any{"status": a.status, "code": a.code, "order_id": a.order})
 }
 
 func runFakeWave(t *testing.T, f *fakeAdmission, o Options, tokens []string) waveResult {
@@ -78,9 +78,9 @@ func runFakeWave(t *testing.T, f *fakeAdmission, o Options, tokens []string) wav
 // retries and what each request ended with.
 func TestWaveRetriesUnavailableWithTheSameKey(t *testing.T) {
 	f := &fakeAdmission{answers: map[string][]fakeAnswer{
-		"unsure": {{503, wire.CodeUnconfirmed, "1"}, {503, wire.CodeUnconfirmed, "1"}, {202, "41", ""}},
-		"down":   {{503, wire.CodeUnavailable, ""}, {409, wire.CodeSoldOut, ""}},
-		"fine":   {{202, "42", ""}},
+		"unsure": {{503, wire.CodeUnconfirmed, "1", "41"}, {503, wire.CodeUnconfirmed, "1", "41"}, {202, "", "", "41"}},
+		"down":   {{503, wire.CodeUnavailable, "", ""}, {409, wire.CodeSoldOut, "", ""}},
+		"fine":   {{202, "", "", "42"}},
 	}}
 	w := runFakeWave(t, f, Options{Concurrency: 2, RetryUnavailable: true, RetryFor: time.Minute}, []string{"unsure", "down", "fine"})
 
@@ -116,40 +116,77 @@ func TestWaveRetriesUnavailableWithTheSameKey(t *testing.T) {
 	if w.outcomes["ACCEPTED"] != 2 || w.outcomes[wire.CodeSoldOut] != 1 || len(w.outcomes) != 2 {
 		t.Fatalf("outcomes %v, want each request's final answer: ACCEPTED 2, SOLD_OUT 1", w.outcomes)
 	}
-	if w.accepted["41"] != "unsure" || w.accepted["42"] != "fine" {
-		t.Fatalf("accepted %v", w.accepted)
+	if w.accepted["41"] != "unsure" || w.accepted["42"] != "fine" || len(w.unconfirmed) != 0 {
+		t.Fatalf("accepted %v, unconfirmed %v; want 41 and 42 accepted, none unconfirmed", w.accepted, w.unconfirmed)
 	}
 }
 
 // A retry that would be sent past RetryFor is not sent: the buyer gives
-// up with the 503 as their answer. Without RetryUnavailable no key is
-// sent and nothing is retried, but the 503s are still counted.
+// up with the 503 as their answer, and one left UNCONFIRMED is kept with
+// the order they would have. Without RetryUnavailable no key is sent and
+// nothing is retried, but the 503s are still counted.
 func TestWaveGivesUpPastRetryFor(t *testing.T) {
-	stuck := map[string][]fakeAnswer{"stuck": {{503, wire.CodeUnavailable, "1"}}, "fine": {{202, "42", ""}}}
+	stuck := map[string][]fakeAnswer{
+		"stuck":  {{503, wire.CodeUnavailable, "1", ""}},
+		"unsure": {{503, wire.CodeUnconfirmed, "1", "43"}},
+		"fine":   {{202, "", "", "42"}},
+	}
 	for name, o := range map[string]Options{
 		"retry for 100ms": {Concurrency: 2, RetryUnavailable: true, RetryFor: 100 * time.Millisecond},
 		"no retry":        {Concurrency: 2},
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := &fakeAdmission{answers: stuck}
-			w := runFakeWave(t, f, o, []string{"stuck", "fine"})
-			if n := len(f.got["stuck"]); n != 1 {
-				t.Fatalf("stuck sent %d requests, want 1", n)
-			}
-			if key := f.got["stuck"][0].key; (key != "") != o.RetryUnavailable {
-				t.Fatalf("Idempotency-Key %q with RetryUnavailable %v", key, o.RetryUnavailable)
+			w := runFakeWave(t, f, o, []string{"stuck", "unsure", "fine"})
+			for _, tok := range []string{"stuck", "unsure"} {
+				if n := len(f.got[tok]); n != 1 {
+					t.Fatalf("%s sent %d requests, want 1", tok, n)
+				}
+				if key := f.got[tok][0].key; (key != "") != o.RetryUnavailable {
+					t.Fatalf("Idempotency-Key %q with RetryUnavailable %v", key, o.RetryUnavailable)
+				}
 			}
 			u := w.unavailable
 			wantGaveUp := 0
 			if o.RetryUnavailable {
-				wantGaveUp = 1
+				wantGaveUp = 2
 			}
-			if u.Answers[wire.CodeUnavailable] != 1 || u.Retries != 0 || u.GaveUp != wantGaveUp {
-				t.Fatalf("503s %v, %d retries, %d gave up; want UNAVAILABLE 1, 0 retries, %d gave up", u.Answers, u.Retries, u.GaveUp, wantGaveUp)
+			if u.Answers[wire.CodeUnavailable] != 1 || u.Answers[wire.CodeUnconfirmed] != 1 || u.Retries != 0 || u.GaveUp != wantGaveUp {
+				t.Fatalf("503s %v, %d retries, %d gave up; want UNAVAILABLE 1, UNCONFIRMED 1, 0 retries, %d gave up",
+					u.Answers, u.Retries, u.GaveUp, wantGaveUp)
 			}
-			if w.outcomes[wire.CodeUnavailable] != 1 || w.outcomes["ACCEPTED"] != 1 {
+			if w.outcomes[wire.CodeUnavailable] != 1 || w.outcomes[wire.CodeUnconfirmed] != 1 || w.outcomes["ACCEPTED"] != 1 {
 				t.Fatalf("outcomes %v", w.outcomes)
 			}
+			if len(w.unconfirmed) != 1 || w.unconfirmed["43"] != "unsure" {
+				t.Fatalf("unconfirmed %v, want order 43 of unsure", w.unconfirmed)
+			}
 		})
+	}
+}
+
+// A purchase left UNCONFIRMED whose order is there after the wave held its
+// unit; one whose order is not (404) did not.
+func TestHeldUnconfirmed(t *testing.T) {
+	signer, err := auth.NewSigner("verify-secret-verify-secret-verify-secret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/orders/43" {
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = w.Write([]byte(`{"status":404,"code":"NOT_FOUND"}`))
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"id":"43","status":"PENDING"}`))
+	}))
+	defer srv.Close()
+	o := Options{Target: srv.URL, Signer: signer, Concurrency: 2}
+	held, err := heldUnconfirmed(context.Background(), o, "1", map[string]string{"43": "tok-a", "44": "tok-b"},
+		map[string]string{"tok-a": "a", "tok-b": "b"})
+	if err != nil || held != 1 {
+		t.Fatalf("held %d, %v; want 1 (order 43 there, 44 not)", held, err)
 	}
 }

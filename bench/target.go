@@ -83,7 +83,8 @@ func newTarget(base string, concurrency int) *target {
 }
 
 // answer is what one purchase was told: its outcome's name (ACCEPTED, an
-// error code, or HTTP_<status> / TRANSPORT), the order id of a 202, and
+// error code, or HTTP_<status> / TRANSPORT), the order id it named (a
+// 202's, or the one an UNCONFIRMED purchase has if it was taken), and
 // whether it was a 503, with the Retry-After it gave (0: none).
 type answer struct {
 	code, orderID string
@@ -101,7 +102,8 @@ func (c *target) purchase(ctx context.Context, saleID, token, key string) answer
 	case !errors.As(err, &refused):
 		return answer{code: "TRANSPORT"}
 	}
-	a := answer{code: refused.Problem.Code, unavailable: refused.StatusCode == http.StatusServiceUnavailable, retryAfter: refused.RetryAfter}
+	a := answer{code: refused.Problem.Code, orderID: refused.Problem.OrderID,
+		unavailable: refused.StatusCode == http.StatusServiceUnavailable, retryAfter: refused.RetryAfter}
 	if a.code == "" {
 		a.code = fmt.Sprintf("HTTP_%d", refused.StatusCode)
 	}

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/seckill/seckill/api/wire"
 )
 
 // The admission phase: the wave of purchases, timed, with the answers
@@ -27,8 +29,8 @@ func waitUntil(ctx context.Context, t time.Time) error {
 }
 
 // admit runs the admission wave against the system and records it. It
-// returns the accepted orders (order id → token) and when the wave began.
-func (c *target) admit(ctx context.Context, r *Result, o Options, saleID string, tokens []string, requests []int) (map[string]string, time.Time, error) {
+// returns what the wave saw and when it began.
+func (c *target) admit(ctx context.Context, r *Result, o Options, saleID string, tokens []string, requests []int) (waveResult, time.Time, error) {
 	endStorm := func() *ReadStorm { return nil }
 	if o.ReadStormRate > 0 {
 		endStorm = startReadStorm(ctx, c.base, saleID, o.ReadStormRate, o.ReadStormConcurrency)
@@ -37,7 +39,7 @@ func (c *target) admit(ctx context.Context, r *Result, o Options, saleID string,
 	r.ReadStorm = endStorm()
 	r.AdmissionStart = begin
 	if err != nil {
-		return nil, begin, err
+		return w, begin, err
 	}
 	r.AdmissionSeconds = w.seconds
 	r.Outcomes = w.outcomes
@@ -48,10 +50,24 @@ func (c *target) admit(ctx context.Context, r *Result, o Options, saleID string,
 		if o.RetryUnavailable {
 			u.RetryForSeconds = o.RetryFor.Seconds()
 		}
-		u.UnitsUnsold = max(0, r.Stock-r.Accepted)
 		r.Unavailable = &u
 	}
-	return w.accepted, begin, nil
+	return w, begin, nil
+}
+
+// heldUnconfirmed counts the requests answered UNCONFIRMED at the end
+// whose unit was taken all the same: their order is there when read as
+// their buyer after the wave. They are sold units that no 202 announced.
+func heldUnconfirmed(ctx context.Context, o Options, saleID string, unconfirmed, userOf map[string]string) (int, error) {
+	if len(unconfirmed) == 0 {
+		return 0, nil
+	}
+	list := make([]Accepted, 0, len(unconfirmed))
+	for id, tok := range unconfirmed {
+		list = append(list, Accepted{SaleID: saleID, OrderID: id, UserID: userOf[tok]})
+	}
+	gone, err := VerifyAccepted(ctx, o.Target, o.Signer, list, o.Concurrency)
+	return gone.Checked - gone.Lost, err
 }
 
 // waveResult is what one admission wave saw.
@@ -61,6 +77,9 @@ type waveResult struct {
 	outcomes    map[string]int    // the final answer of each request
 	accepted    map[string]string // order id -> token
 	unavailable Unavailable
+	// unconfirmed are the requests whose final answer was UNCONFIRMED:
+	// the order each would have if its unit was taken -> token.
+	unconfirmed map[string]string
 }
 
 // wave fires the purchases: Concurrency buyers press "buy" in the order of
@@ -78,7 +97,7 @@ func (c *target) wave(ctx context.Context, o Options, saleID string, tokens []st
 		wg sync.WaitGroup
 		q  = newQueue(len(requests))
 		w  = waveResult{latencies: make([]time.Duration, 0, len(requests)), outcomes: map[string]int{}, accepted: map[string]string{},
-			unavailable: Unavailable{Answers: map[string]int{}}}
+			unavailable: Unavailable{Answers: map[string]int{}}, unconfirmed: map[string]string{}}
 	)
 	begin := time.Now()
 	deadline := begin.Add(o.RetryFor)
@@ -112,8 +131,12 @@ func (c *target) wave(ctx context.Context, o Options, saleID string, tokens []st
 				}
 				if !again {
 					w.outcomes[a.code]++
-					if a.orderID != "" && a.code == "ACCEPTED" {
+					switch {
+					case a.orderID == "":
+					case a.code == "ACCEPTED":
 						w.accepted[a.orderID] = tok
+					case a.code == wire.CodeUnconfirmed:
+						w.unconfirmed[a.orderID] = tok
 					}
 					if a.unavailable && o.RetryUnavailable {
 						w.unavailable.GaveUp++
