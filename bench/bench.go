@@ -257,13 +257,6 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if o.CPU != nil {
 		r.CPU.Admission = phase(*preWave.cpu, *wave.cpu, r.CPU.Unavailable)
 	}
-	// Read after the wave's sample, so that its reads are not admission's.
-	if r.HeldUnconfirmed, err = heldUnconfirmed(ctx, o, sale.ID, w.unconfirmed, userOf); err != nil {
-		return nil, fmt.Errorf("read the orders of the purchases left unconfirmed: %w", err)
-	}
-	if r.Unavailable != nil {
-		r.Unavailable.UnitsUnsold = max(0, r.Stock-r.orders())
-	}
 	won := make([]Accepted, 0, len(accepted))
 	for id, tok := range accepted {
 		won = append(won, Accepted{SaleID: sale.ID, OrderID: id, UserID: userOf[tok]})
@@ -276,7 +269,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	// Overload experiments stop here; the sagas are still running.
 	r.AdmissionOnly = o.AdmissionOnly
-	if !o.AdmissionOnly {
+	if o.AdmissionOnly {
+		if err := c.countHeld(ctx, r, o, sale.ID, admin, w.unconfirmed, userOf); err != nil {
+			return nil, err
+		}
+	} else {
 		deadline := time.Now().Add(o.Wait)
 		r.SagaLoadBefore = loadAverage()
 		c.awaitCreated(ctx, r, o, sale.ID, admin, begin, deadline)
@@ -284,6 +281,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		created := o.probe(ctx)
 		if o.CPU != nil {
 			r.CPU.Saga = phase(*wave.cpu, *created.cpu, r.CPU.Unavailable)
+		}
+		if err := c.countHeld(ctx, r, o, sale.ID, admin, w.unconfirmed, userOf); err != nil {
+			return nil, err
 		}
 		// Placing's CPU is the saga's, from the end of the wave (what the
 		// relays start during the wave counts in admission); its Postgres

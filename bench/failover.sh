@@ -89,7 +89,7 @@ began = dt.datetime.fromisoformat(re.sub(r"(\.\d{6})\d+", r"\1", r["admission_st
 u, lost = r.get("unavailable") or {}, r.get("lost_202s") or {}
 print(f"{name}: {n} replica(s), load {load}: killed at {float(killed)-began:.2f} s, restarted at {float(restarted)-began:.2f} s; "
       f"503s {u.get('first_seconds', 0):.2f}-{u.get('last_seconds', 0):.2f} s ({u.get('span_seconds', 0):.2f} s) {u.get('answers')}; "
-      f"{u.get('retries')} retries, {u.get('gave_up')} gave up; {r['accepted']} x 202, {u.get('units_unsold')} unsold; "
+      f"{u.get('retries')} retries, {u.get('gave_up')} gave up; {r['accepted']} x 202, {r.get('held_unconfirmed', 0)} held unconfirmed, {u.get('units_unsold')} unsold; "
       f"lost {lost.get('lost', '?')} of {lost.get('checked', '?')}; outcomes {r['outcomes']}; invariants {r['invariants_ok']} {r.get('violations') or ''}")
 PY
   stop_all

@@ -165,9 +165,10 @@ func TestWaveGivesUpPastRetryFor(t *testing.T) {
 	}
 }
 
-// A purchase left UNCONFIRMED whose order is there after the wave held its
-// unit; one whose order is not (404) did not.
-func TestHeldUnconfirmed(t *testing.T) {
+// A purchase left UNCONFIRMED whose order is there once nothing is on its
+// way held its unit; one whose order is not (404) did not. The units
+// unsold are the stock less both kinds of sale.
+func TestCountHeld(t *testing.T) {
 	signer, err := auth.NewSigner("verify-secret-verify-secret-verify-secret")
 	if err != nil {
 		t.Fatal(err)
@@ -183,10 +184,12 @@ func TestHeldUnconfirmed(t *testing.T) {
 		_, _ = w.Write([]byte(`{"id":"43","status":"PENDING"}`))
 	}))
 	defer srv.Close()
-	o := Options{Target: srv.URL, Signer: signer, Concurrency: 2}
-	held, err := heldUnconfirmed(context.Background(), o, "1", map[string]string{"43": "tok-a", "44": "tok-b"},
+	o := Options{Target: srv.URL, Signer: signer, Concurrency: 2, AdmissionOnly: true}
+	r := &Result{Stock: 5, Accepted: 1, Unavailable: &Unavailable{}}
+	err = newTarget(srv.URL, 2).countHeld(context.Background(), r, o, "1", "", map[string]string{"43": "tok-a", "44": "tok-b"},
 		map[string]string{"tok-a": "a", "tok-b": "b"})
-	if err != nil || held != 1 {
-		t.Fatalf("held %d, %v; want 1 (order 43 there, 44 not)", held, err)
+	if err != nil || r.HeldUnconfirmed != 1 || r.orders() != 2 || r.Unavailable.UnitsUnsold != 3 {
+		t.Fatalf("held %d, orders %d, unsold %d, %v; want 1 held (order 43 there, 44 not), 2 orders, 3 unsold",
+			r.HeldUnconfirmed, r.orders(), r.Unavailable.UnitsUnsold, err)
 	}
 }

@@ -14,14 +14,14 @@ import (
 // awaitCreated follows the stats until every accepted order is at
 // AWAITING_PAYMENT, or until deadline.
 func (c *target) awaitCreated(ctx context.Context, r *Result, o Options, saleID, admin string, begin, deadline time.Time) {
-	bar := newBar(o.Progress, r.orders(), "orders created")
+	bar := newBar(o.Progress, r.Accepted, "orders created")
 	for {
 		st, err := c.stats(ctx, saleID, admin)
 		if err == nil {
 			created := st.Orders["AWAITING_PAYMENT"] + st.Orders["PAID"] + st.Orders["CANCELLED"] + st.Orders["EXPIRED"] + st.Orders["FAILED"]
 			bar.set(created)
-			if created >= r.orders() && st.Pending == 0 && st.RelayBacklog == 0 {
-				r.AllCreated = st.Orders["AWAITING_PAYMENT"] == r.orders()
+			if created >= r.Accepted && st.Pending == 0 && st.RelayBacklog == 0 {
+				r.AllCreated = st.Orders["AWAITING_PAYMENT"] == r.Accepted
 				break
 			}
 		}
@@ -33,7 +33,7 @@ func (c *target) awaitCreated(ctx context.Context, r *Result, o Options, saleID,
 	r.CreatedSeconds = time.Since(begin).Seconds()
 	bar.finish()
 	if r.CreatedSeconds > 0 {
-		r.OrdersPerSecond = float64(r.orders()) / r.CreatedSeconds
+		r.OrdersPerSecond = float64(r.Accepted) / r.CreatedSeconds
 	}
 }
 

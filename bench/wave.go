@@ -55,19 +55,40 @@ func (c *target) admit(ctx context.Context, r *Result, o Options, saleID string,
 	return w, begin, nil
 }
 
-// heldUnconfirmed counts the requests answered UNCONFIRMED at the end
-// whose unit was taken all the same: their order is there when read as
-// their buyer after the wave. They are sold units that no 202 announced.
-func heldUnconfirmed(ctx context.Context, o Options, saleID string, unconfirmed, userOf map[string]string) (int, error) {
-	if len(unconfirmed) == 0 {
-		return 0, nil
+// countHeld counts the purchases answered UNCONFIRMED at the end whose
+// unit was taken all the same (Result.HeldUnconfirmed): their order is
+// there when read as their buyer. An unconfirmed reservation reads as not
+// there until a replica holds it, so the count is made once nothing is on
+// its way (after every order is created, or after the wave with
+// AdmissionOnly), and whether every order was created is then judged with
+// them counted.
+func (c *target) countHeld(ctx context.Context, r *Result, o Options, saleID, admin string, unconfirmed, userOf map[string]string) error {
+	if len(unconfirmed) > 0 {
+		list := make([]Accepted, 0, len(unconfirmed))
+		for id, tok := range unconfirmed {
+			list = append(list, Accepted{SaleID: saleID, OrderID: id, UserID: userOf[tok]})
+		}
+		gone, err := VerifyAccepted(ctx, o.Target, o.Signer, list, o.Concurrency)
+		if err != nil {
+			return fmt.Errorf("read the orders of the purchases left unconfirmed: %w", err)
+		}
+		r.HeldUnconfirmed = gone.Checked - gone.Lost
 	}
-	list := make([]Accepted, 0, len(unconfirmed))
-	for id, tok := range unconfirmed {
-		list = append(list, Accepted{SaleID: saleID, OrderID: id, UserID: userOf[tok]})
+	if r.Unavailable != nil {
+		r.Unavailable.UnitsUnsold = max(0, r.Stock-r.orders())
 	}
-	gone, err := VerifyAccepted(ctx, o.Target, o.Signer, list, o.Concurrency)
-	return gone.Checked - gone.Lost, err
+	if r.HeldUnconfirmed == 0 || o.AdmissionOnly {
+		return nil
+	}
+	st, err := c.stats(ctx, saleID, admin)
+	if err != nil {
+		return fmt.Errorf("stats: %w", err)
+	}
+	r.AllCreated = st.Orders["AWAITING_PAYMENT"] == r.orders()
+	if r.CreatedSeconds > 0 {
+		r.OrdersPerSecond = float64(r.orders()) / r.CreatedSeconds
+	}
+	return nil
 }
 
 // waveResult is what one admission wave saw.
@@ -153,6 +174,11 @@ func (c *target) wave(ctx context.Context, o Options, saleID string, tokens []st
 		})
 	}
 	wg.Wait()
+	// A buyer's second press may have been told UNCONFIRMED of the order
+	// another answered 202: it is counted once, as accepted.
+	for id := range w.accepted {
+		delete(w.unconfirmed, id)
+	}
 	w.seconds = time.Since(begin).Seconds()
 	bar.finish()
 	return w, begin, ctx.Err()
