@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -130,7 +132,7 @@ func sellThroughAPrimaryKill(t *testing.T, replicas int) {
 	})
 	window := w.last503 - w.first503
 	t.Logf("%d replicas: primary killed %.2f s into the wave, at %d × 202; 503 answers %v from %.2f s to %.2f s (%.2f s); %d retries; "+
-		"%d × 202, %d sold out, gave up %v, other %v", replicas, killed.Sub(w.began).Seconds(), units/3, w.answers,
+		"%d × 202, %d sold out, gave up %v, other %v", replicas, killed.Sub(w.began).Seconds(), units/3, counts(w.answers),
 		w.first503.Seconds(), w.last503.Seconds(), window.Seconds(), w.retries, len(w.won), w.soldOut, w.gaveUp, w.other)
 	if len(w.other) > 0 {
 		t.Fatalf("answers neither final nor 503: %v", w.other)
@@ -151,6 +153,20 @@ func sellThroughAPrimaryKill(t *testing.T, replicas int) {
 	out := c.auditQuiescent(sale)
 	record(fmt.Sprintf("Redis primary SIGKILLed in the wave (a third sold), %d replicas with min-replicas-to-write 1, --admit-ack=replica", replicas),
 		fmt.Sprintf("a replica was promoted and the other followed it; 503 answers for %.1f s (down-after %.1f s), %v; the buyers retried them "+
-			"as Retry-After asked with their Idempotency-Key (%d retries) and every unit was sold", window.Seconds(), h.DownAfter.Seconds(), w.answers, w.retries),
+			"as Retry-After asked with their Idempotency-Key (%d retries) and every unit was sold", window.Seconds(), h.DownAfter.Seconds(), counts(w.answers), w.retries),
 		bench.Result{Accepted: len(w.won), Paid: len(w.won), CreatedSeconds: written.Seconds(), Lost: paidByID(len(w.won))}, out)
+}
+
+// counts renders answers by code as "111 UNAVAILABLE, 16 UNCONFIRMED".
+func counts(by map[string]int) string {
+	codes := make([]string, 0, len(by))
+	for c := range by {
+		codes = append(codes, c)
+	}
+	slices.Sort(codes)
+	parts := make([]string, len(codes))
+	for i, c := range codes {
+		parts[i] = fmt.Sprintf("%d %s", by[c], c)
+	}
+	return strings.Join(parts, ", ")
 }
