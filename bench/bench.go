@@ -51,6 +51,13 @@ type Options struct {
 	// target must be on loopback.
 	ReadStormRate        int
 	ReadStormConcurrency int
+	// RetryUnavailable makes the buyers told 503 (UNAVAILABLE,
+	// UNCONFIRMED) retry with the same Idempotency-Key after the answer's
+	// Retry-After (a second if it gave none, plus up to a quarter), until
+	// they have a final answer or their next retry would be sent more than
+	// RetryFor after the wave began (retry.go).
+	RetryUnavailable bool
+	RetryFor         time.Duration
 
 	// The limits, each measured before the sale if set (see Run).
 	// Ceiling measures bare reserve.lua calls (RedisCeiling).
@@ -103,8 +110,16 @@ type Result struct {
 	Latency          Latency        `json:"latency"`
 	Outcomes         map[string]int `json:"outcomes"`
 	Accepted         int            `json:"accepted"`
+	// HeldUnconfirmed are the purchases answered UNCONFIRMED at the end
+	// (no retry, or the buyer gave up) whose unit was taken all the same:
+	// their orders are the sale's besides the Accepted ones.
+	HeldUnconfirmed int `json:"held_unconfirmed,omitempty"`
 	// ReadStorm is the reads fired through the wave (Options.ReadStormRate).
 	ReadStorm *ReadStorm `json:"read_storm,omitempty"`
+	// Unavailable is the wave's 503 answers and the buyers' retries, when
+	// there were 503s or the buyers retried them (Outcomes then counts
+	// each request's final answer).
+	Unavailable *Unavailable `json:"unavailable,omitempty"`
 
 	CeilingSeconds  float64 `json:"redis_ceiling_seconds,omitempty"`
 	AdmissionVsCeil float64 `json:"admission_vs_ceiling,omitempty"`
@@ -143,6 +158,10 @@ type Result struct {
 
 // Stats is GET /v1/sales/{id}/stats, with the checks a run applies to it.
 type Stats wire.SaleStats
+
+// orders is how many orders the wave made: one per 202, and one per
+// purchase left unconfirmed that held its unit.
+func (r *Result) orders() int { return r.Accepted + r.HeldUnconfirmed }
 
 func (s Stats) live() int {
 	return s.Orders["PENDING"] + s.Orders["AWAITING_PAYMENT"] + s.Orders["PAID"]
@@ -229,10 +248,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	// purchase, at the end of the wave, when every order is created, and
 	// around each later phase of the orders' life.
 	preWave := o.probe(ctx)
-	accepted, begin, err := c.admit(ctx, r, o, sale.ID, tokens, requests)
+	w, begin, err := c.admit(ctx, r, o, sale.ID, tokens, requests)
 	if err != nil {
 		return nil, err
 	}
+	accepted := w.accepted
 	wave := o.probe(ctx)
 	if o.CPU != nil {
 		r.CPU.Admission = phase(*preWave.cpu, *wave.cpu, r.CPU.Unavailable)
@@ -249,7 +269,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	// Overload experiments stop here; the sagas are still running.
 	r.AdmissionOnly = o.AdmissionOnly
-	if !o.AdmissionOnly {
+	if o.AdmissionOnly {
+		if err := c.countHeld(ctx, r, o, sale.ID, admin, w.unconfirmed, userOf); err != nil {
+			return nil, err
+		}
+	} else {
 		deadline := time.Now().Add(o.Wait)
 		r.SagaLoadBefore = loadAverage()
 		c.awaitCreated(ctx, r, o, sale.ID, admin, begin, deadline)
@@ -258,13 +282,16 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		if o.CPU != nil {
 			r.CPU.Saga = phase(*wave.cpu, *created.cpu, r.CPU.Unavailable)
 		}
+		if err := c.countHeld(ctx, r, o, sale.ID, admin, w.unconfirmed, userOf); err != nil {
+			return nil, err
+		}
 		// Placing's CPU is the saga's, from the end of the wave (what the
 		// relays start during the wave counts in admission); its Postgres
 		// writes are counted from before the wave, since admission
 		// writes none.
 		from := wave
 		from.pg = preWave.pg
-		r.Phases = append(r.Phases, newPhase(PhasePlace, r.Accepted, r.AllCreated, from, created, nil, r.cpuUnavailable()))
+		r.Phases = append(r.Phases, newPhase(PhasePlace, r.orders(), r.AllCreated, from, created, nil, r.cpuUnavailable()))
 		c.lifePhases(ctx, r, o, sale.ID, admin, accepted, begin, deadline)
 		// Every 202 by its order id, not only their count: a loss shows
 		// even where another order would make the count come out right.
@@ -303,6 +330,9 @@ func (o Options) validate() error {
 		if err := loopbackOnly(o.Target); err != nil {
 			return err
 		}
+	}
+	if o.RetryUnavailable && o.RetryFor <= 0 {
+		return errors.New("--retry-unavailable needs a positive --retry-for")
 	}
 	if o.Websockets > o.Users {
 		return fmt.Errorf("--websockets %d exceeds --users %d (one socket per buyer)", o.Websockets, o.Users)

@@ -113,7 +113,7 @@ func TestBareAPIAnswersLikeTheAPI(t *testing.T) {
 	}
 	// The same client code path as the wave's.
 	tg := newTarget(api.URL, 1)
-	if code, _ := tg.purchase(ctx, api.SaleID, "token-of-carol"); code != wire.CodeSoldOut {
-		t.Fatalf("purchase answered %s, want SOLD_OUT", code)
+	if a := tg.purchase(ctx, api.SaleID, "token-of-carol", ""); a.code != wire.CodeSoldOut {
+		t.Fatalf("purchase answered %s, want SOLD_OUT", a.code)
 	}
 }

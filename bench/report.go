@@ -50,6 +50,12 @@ func (r *Result) Table() string {
 	row("requests/s", "%.0f", r.RequestsPerSec)
 	row("latency p50/p95/p99/max", "%.1f / %.1f / %.1f / %.1f ms", r.Latency.P50, r.Latency.P95, r.Latency.P99, r.Latency.Max)
 	row("outcomes", "%s", outcomes(r.Outcomes))
+	if r.HeldUnconfirmed > 0 {
+		row("unconfirmed, but held", "%d purchases answered UNCONFIRMED at the end took their unit all the same (their orders are there)", r.HeldUnconfirmed)
+	}
+	if u := r.Unavailable; u != nil {
+		u.table(row)
+	}
 	if rs := r.ReadStorm; rs != nil {
 		row("read storm", "%d reads of GET /v1/sales/{id} in %.3f s: %.0f/s (target %d/s, %d in flight), %d errors",
 			rs.Reads, rs.Seconds, rs.ReadsPerSec, rs.TargetRate, rs.Concurrency, rs.Errors)
@@ -84,7 +90,7 @@ func (r *Result) Table() string {
 	if r.CPU != nil {
 		orders := 0
 		if r.AllCreated {
-			orders = r.Accepted
+			orders = r.orders()
 		}
 		workflows := 0
 		if r.Engine != nil {
@@ -194,4 +200,19 @@ func (c *CPU) table(b *strings.Builder, row func(k, f string, a ...any), workflo
 	for _, n := range names {
 		row("not read: "+n, "%s", c.Unavailable[n])
 	}
+}
+
+// table renders the wave's 503 answers and what the buyers did about them.
+func (u *Unavailable) table(row func(k, f string, a ...any)) {
+	if len(u.Answers) == 0 {
+		row("503 answers", "none")
+	} else {
+		row("503 answers", "from %.2f s to %.2f s after the wave began (%.2f s): %s",
+			u.FirstSeconds, u.LastSeconds, u.SpanSeconds, outcomes(u.Answers))
+	}
+	if u.RetryForSeconds > 0 {
+		row("  retried", "%d requests resent with their Idempotency-Key; %d gave up (next retry past --retry-for %gs)",
+			u.Retries, u.GaveUp, u.RetryForSeconds)
+	}
+	row("units unsold", "%d", u.UnitsUnsold)
 }

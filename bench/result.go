@@ -76,7 +76,7 @@ func (r *Result) ratios() {
 	// Per order only when every order was created: otherwise the CPU
 	// was spent on orders not all counted.
 	if s := r.CPU.Saga; s != nil && r.AllCreated {
-		r.CPU.SagaMsPerOrder = 1000 * div(s.SystemSeconds, float64(r.Accepted))
+		r.CPU.SagaMsPerOrder = 1000 * div(s.SystemSeconds, float64(r.orders()))
 	}
 }
 
@@ -87,8 +87,8 @@ func (r *Result) check() {
 	if st.live() > st.Stock {
 		violate("oversold: %d live orders for %d units", st.live(), st.Stock)
 	}
-	if r.Accepted > r.Stock {
-		violate("%d purchases accepted for %d units", r.Accepted, r.Stock)
+	if r.orders() > r.Stock {
+		violate("%d purchases accepted (%d of them answered UNCONFIRMED) for %d units", r.orders(), r.HeldUnconfirmed, r.Stock)
 	}
 	if r.AdmissionOnly {
 		// The sagas are still running: only what admission alone decides.
@@ -103,8 +103,9 @@ func (r *Result) check() {
 	for _, n := range st.Orders {
 		total += n
 	}
-	if total != r.Accepted {
-		violate("%d order rows for %d accepted purchases (lost or extra orders)", total, r.Accepted)
+	if total != r.orders() {
+		violate("%d order rows for %d accepted purchases and %d unconfirmed ones that held their unit (lost or extra orders)",
+			total, r.Accepted, r.HeldUnconfirmed)
 	}
 	if r.Lost != nil && r.Lost.Lost > 0 {
 		violate("%d of %d accepted purchases have no order (lost 202s), e.g. %v", r.Lost.Lost, r.Lost.Checked, r.Lost.Sample)

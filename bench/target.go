@@ -82,20 +82,32 @@ func newTarget(base string, concurrency int) *target {
 	return &target{base: strings.TrimRight(base, "/"), http: hc, api: client.New(base, "", hc)}
 }
 
-// purchase buys one unit and names the outcome: ACCEPTED, an error code,
-// or HTTP_<status> / TRANSPORT.
-func (c *target) purchase(ctx context.Context, saleID, token string) (code, orderID string) {
-	p, err := c.api.WithToken(token).Purchase(ctx, saleID, "")
+// answer is what one purchase was told: its outcome's name (ACCEPTED, an
+// error code, or HTTP_<status> / TRANSPORT), the order id it named (a
+// 202's, or the one an UNCONFIRMED purchase has if it was taken), and
+// whether it was a 503, with the Retry-After it gave (0: none).
+type answer struct {
+	code, orderID string
+	unavailable   bool
+	retryAfter    time.Duration
+}
+
+// purchase buys one unit, with an Idempotency-Key if key is not empty.
+func (c *target) purchase(ctx context.Context, saleID, token, key string) answer {
+	p, err := c.api.WithToken(token).Purchase(ctx, saleID, key)
 	var refused *client.Error
 	switch {
 	case err == nil:
-		return "ACCEPTED", p.OrderID
+		return answer{code: "ACCEPTED", orderID: p.OrderID}
 	case !errors.As(err, &refused):
-		return "TRANSPORT", ""
-	case refused.Problem.Code != "":
-		return refused.Problem.Code, ""
+		return answer{code: "TRANSPORT"}
 	}
-	return fmt.Sprintf("HTTP_%d", refused.StatusCode), ""
+	a := answer{code: refused.Problem.Code, orderID: refused.Problem.OrderID,
+		unavailable: refused.StatusCode == http.StatusServiceUnavailable, retryAfter: refused.RetryAfter}
+	if a.code == "" {
+		a.code = fmt.Sprintf("HTTP_%d", refused.StatusCode)
+	}
+	return a
 }
 
 // TargetDatabase is the database the api at target stores its orders in,

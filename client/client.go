@@ -22,6 +22,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/seckill/seckill/api/wire"
 )
@@ -60,6 +61,9 @@ type Error struct {
 	// Problem is the decoded problem+json body; its Code is empty if the
 	// body was not one (a proxy's error page, say).
 	Problem wire.Problem
+	// RetryAfter is the answer's Retry-After in seconds (429 and some
+	// 503s); 0 when it gave none, or a date, which the api never sends.
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string {
@@ -208,7 +212,11 @@ func (c *Client) exchange(ctx context.Context, method, path string, body any, he
 		return resp.StatusCode, resp.Header, err
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return resp.StatusCode, resp.Header, refusal(method, path, resp.StatusCode, b)
+		e := refusal(method, path, resp.StatusCode, b)
+		if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && secs > 0 {
+			e.RetryAfter = time.Duration(secs) * time.Second
+		}
+		return resp.StatusCode, resp.Header, e
 	}
 	if out != nil {
 		if err := json.Unmarshal(b, out); err != nil {

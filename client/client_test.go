@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/gorilla/websocket"
@@ -36,6 +37,11 @@ func fake(t *testing.T) *httptest.Server {
 		if r.Header.Get("Idempotency-Key") == "" {
 			writeProblem(w, wire.Problem{ErrorModel: huma.ErrorModel{Status: 409, Detail: "you already hold a unit of this sale"},
 				Code: wire.CodeAlreadyPurchased, OrderID: "7"})
+			return
+		}
+		if r.Header.Get("Idempotency-Key") == "key-unsure" {
+			w.Header().Set("Retry-After", "3")
+			writeProblem(w, wire.Problem{ErrorModel: huma.ErrorModel{Status: 503}, Code: wire.CodeUnconfirmed, OrderID: "7"})
 			return
 		}
 		w.WriteHeader(http.StatusAccepted)
@@ -82,6 +88,14 @@ func TestPurchase(t *testing.T) {
 	if !errors.As(err, &e) || e.StatusCode != http.StatusConflict ||
 		e.Problem.Code != wire.CodeAlreadyPurchased || e.Problem.OrderID != "7" {
 		t.Fatalf("purchase refused: %#v", err)
+	}
+	if e.RetryAfter != 0 {
+		t.Fatalf("a refusal without Retry-After has RetryAfter %v", e.RetryAfter)
+	}
+
+	_, err = c.Purchase(ctx, "1", "key-unsure")
+	if !errors.As(err, &e) || e.StatusCode != http.StatusServiceUnavailable || e.RetryAfter != 3*time.Second {
+		t.Fatalf("purchase unconfirmed: %#v, want a 503 with RetryAfter 3s", err)
 	}
 
 	_, err = c.WithToken("someone").Purchase(ctx, "1", "key-1")

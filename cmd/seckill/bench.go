@@ -36,6 +36,8 @@ type BenchCmd struct {
 	Websockets  int           `name:"websockets" default:"0" help:"Hold this many idle buyer websockets open through the run and report what they cost the api's memory."`
 	ReadStorm   int           `name:"read-storm-rate" default:"0" help:"Fire this many GET /v1/sales/{id} a second at the sale through the admission wave (the crowd refreshing the sale page; loopback --target only) and report their latency."`
 	StormConns  int           `name:"read-storm-concurrency" default:"64" help:"Reads of the read storm in flight (its own connections)."`
+	Retry       bool          `name:"retry-unavailable" env:"SECKILL_BENCH_RETRY_UNAVAILABLE" help:"Buyers answered 503 (UNAVAILABLE, UNCONFIRMED) retry with the same Idempotency-Key after the answer's Retry-After (1s if none), until a final answer or --retry-for; the report gives the window of 503 answers, their codes, the retries and the units left unsold."`
+	RetryFor    time.Duration `name:"retry-for" env:"SECKILL_BENCH_RETRY_FOR" default:"60s" help:"With --retry-unavailable: a buyer gives up rather than send a retry later than this after the wave began; the wave ends when every buyer has a final answer or has given up."`
 	RedisAddr   string        `name:"redis-addr" env:"REDIS_ADDR" secret:"url" help:"The system's Redis, to measure the bare reserve.lua ceiling and the HTTP limit on it (optional)."`
 	CeilingDB   int           `name:"ceiling-db" default:"15" help:"Redis database for the scratch sales of the ceiling and the HTTP limit."`
 
@@ -57,7 +59,7 @@ func (c *BenchCmd) Run(ctx context.Context) error {
 	opts := bench.Options{
 		Target: c.Target, MetricsURL: c.MetricsURL, Users: c.Users, Stock: c.Stock, Concurrency: c.Concurrency,
 		DupRate: c.DupRate, Pay: c.Pay, Cancel: c.Cancel, Expire: c.Expire, PaymentWindow: c.PayWindow, StartDelay: c.StartDelay, Wait: c.Wait, AdmissionOnly: c.Admission, Websockets: c.Websockets,
-		ReadStormRate: c.ReadStorm, ReadStormConcurrency: c.StormConns,
+		ReadStormRate: c.ReadStorm, ReadStormConcurrency: c.StormConns, RetryUnavailable: c.Retry, RetryFor: c.RetryFor,
 		Signer: signer, Progress: os.Stderr, NotMeasured: map[string]string{},
 	}
 	var ro *redis.Options

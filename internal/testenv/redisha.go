@@ -15,14 +15,28 @@ import (
 )
 
 // RedisHA is Redis as it is run for availability, all processes of the
-// test's own on loopback: a primary and a replica (both with AOF), and
+// test's own on loopback: a primary and its replicas (all with AOF), and
 // three Sentinels that monitor them under MasterName with a quorum of two
-// and promote the replica 1.5 s after the primary stops answering.
+// and promote a replica DownAfter after the primary stops answering.
 type RedisHA struct {
-	t         testing.TB
-	Servers   [2]*RedisServer // [0] starts as the primary, [1] as its replica
-	link      *Proxy          // the replica's first link to the primary
+	t testing.TB
+	// Servers[0] starts as the primary, the others as its replicas.
+	Servers []*RedisServer
+	// DownAfter is the Sentinels' down-after-milliseconds: how long the
+	// primary must not answer before they fail over.
+	DownAfter time.Duration
+	link      *Proxy // the first replica's first link to the primary
 	sentinels []*sentinel
+}
+
+// RedisHAOptions shape a RedisHA; the zero value is StartRedisHA's.
+type RedisHAOptions struct {
+	Replicas int // 0: one
+	// MinReplicasToWrite and MinReplicasMaxLag (seconds) are set on every
+	// server, as docker-compose.yml does: a primary that has lost its
+	// replicas for that long refuses writes. 0: not set.
+	MinReplicasToWrite, MinReplicasMaxLag int
+	DownAfter                             time.Duration // 0: 1.5 s
 }
 
 // MasterName is the name the Sentinels of a RedisHA monitor.
@@ -34,21 +48,43 @@ type sentinel struct {
 	done chan struct{}
 }
 
-// StartRedisHA starts the primary, the replica and the Sentinels, and
+// StartRedisHA starts the primary, one replica and the Sentinels, and
 // returns once the replica is in sync and every Sentinel knows both.
 func StartRedisHA(t testing.TB) *RedisHA {
+	t.Helper()
+	return StartRedisHAWith(t, RedisHAOptions{})
+}
+
+// StartRedisHAWith starts a RedisHA shaped by o, and returns once every
+// replica is in sync and every Sentinel knows them all.
+func StartRedisHAWith(t testing.TB, o RedisHAOptions) *RedisHA {
 	t.Helper()
 	if _, err := exec.LookPath("redis-sentinel"); err != nil {
 		t.Fatal("redis-sentinel is required: apt-get install redis-sentinel (.ci/run does)")
 	}
-	h := &RedisHA{t: t}
-	h.Servers[0] = StartRedisServer(t, true)
-	// The replica reaches the first primary through a proxy the test can
-	// cut (CutReplication); Sentinel knows both servers by their own ports.
+	o.Replicas = max(o.Replicas, 1)
+	if o.DownAfter <= 0 {
+		o.DownAfter = 1500 * time.Millisecond
+	}
+	var bounds []string
+	if o.MinReplicasToWrite > 0 {
+		bounds = []string{"--min-replicas-to-write", fmt.Sprint(o.MinReplicasToWrite), "--min-replicas-max-lag", fmt.Sprint(o.MinReplicasMaxLag)}
+	}
+	h := &RedisHA{t: t, DownAfter: o.DownAfter}
+	h.Servers = append(h.Servers, StartRedisServer(t, true, bounds...))
+	// The first replica reaches the first primary through a proxy the test
+	// can cut (CutReplication); Sentinel knows every server by its own port.
 	h.link = NewProxy(t, h.Servers[0].Addr())
 	_, linkPort, _ := net.SplitHostPort(h.link.Addr())
-	h.Servers[1] = StartRedisServer(t, true, "--replicaof", "127.0.0.1", linkPort)
-	h.waitInSync(h.Servers[0].Addr())
+	primaryPort := fmt.Sprint(h.Servers[0].port)
+	for i := range o.Replicas {
+		port := primaryPort
+		if i == 0 {
+			port = linkPort
+		}
+		h.Servers = append(h.Servers, StartRedisServer(t, true, append([]string{"--replicaof", "127.0.0.1", port}, bounds...)...))
+	}
+	h.waitInSync(h.Servers[0].Addr(), o.Replicas)
 	for range 3 {
 		h.startSentinel()
 	}
@@ -58,7 +94,7 @@ func StartRedisHA(t testing.TB) *RedisHA {
 			c := redis.NewSentinelClient(&redis.Options{Addr: s.addr()})
 			replicas, err := c.Replicas(context.Background(), MasterName).Result()
 			c.Close()
-			if err != nil || len(replicas) != 1 {
+			if err != nil || len(replicas) != o.Replicas {
 				return fmt.Errorf("sentinel %s: replicas %v %v", s.addr(), replicas, err)
 			}
 		}
@@ -90,10 +126,10 @@ func (h *RedisHA) startSentinel() {
 bind 127.0.0.1
 dir %s
 sentinel monitor %s 127.0.0.1 %d 2
-sentinel down-after-milliseconds %s 1500
+sentinel down-after-milliseconds %s %d
 sentinel failover-timeout %s 10000
 sentinel parallel-syncs %s 1
-`, s.port, dir, MasterName, h.Servers[0].port, MasterName, MasterName, MasterName)
+`, s.port, dir, MasterName, h.Servers[0].port, MasterName, h.DownAfter.Milliseconds(), MasterName, MasterName)
 	if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +232,15 @@ func (h *RedisHA) AwaitReplica(addr string, within time.Duration) {
 		}
 		return nil
 	})
-	h.waitInSync(h.Primary())
+	_, port, _ := net.SplitHostPort(addr)
+	h.awaitReplicas(h.Primary(), func(replicas []string) error {
+		for _, r := range replicas {
+			if strings.Contains(r, "port="+port+",") {
+				return nil
+			}
+		}
+		return fmt.Errorf("%s is not among the replicas in sync %v", addr, replicas)
+	})
 }
 
 // role is the server's role as it reports it ("master", "slave"), or "".
@@ -210,9 +254,22 @@ func (h *RedisHA) role(addr string) string {
 	return infoField(info, "role")
 }
 
-// waitInSync waits until the primary at addr has a replica online that has
-// every byte of its replication stream.
-func (h *RedisHA) waitInSync(addr string) {
+// waitInSync waits until the primary at addr has n replicas online that
+// have every byte of its replication stream.
+func (h *RedisHA) waitInSync(addr string, n int) {
+	h.t.Helper()
+	h.awaitReplicas(addr, func(replicas []string) error {
+		if len(replicas) < n {
+			return fmt.Errorf("%d of %d replicas of %s in sync: %v", len(replicas), n, addr, replicas)
+		}
+		return nil
+	})
+}
+
+// awaitReplicas waits until ok accepts the INFO lines (slaveN) of the
+// replicas of the primary at addr that are online with every byte of its
+// replication stream.
+func (h *RedisHA) awaitReplicas(addr string, ok func(inSync []string) error) {
 	h.t.Helper()
 	c := redis.NewClient(&redis.Options{Addr: addr})
 	defer c.Close()
@@ -222,11 +279,17 @@ func (h *RedisHA) waitInSync(addr string) {
 			return err
 		}
 		offset := infoField(info, "master_repl_offset")
-		replica := infoField(info, "slave0")
-		if !strings.Contains(replica, "state=online") || !strings.Contains(replica, "offset="+offset+",") {
-			return fmt.Errorf("replica of %s not in sync: %q (primary at %s)", addr, replica, offset)
+		var inSync []string
+		for i := 0; ; i++ {
+			replica := infoField(info, fmt.Sprintf("slave%d", i))
+			if replica == "" {
+				break
+			}
+			if strings.Contains(replica, "state=online") && strings.Contains(replica, "offset="+offset+",") {
+				inSync = append(inSync, replica)
+			}
 		}
-		return nil
+		return ok(inSync)
 	})
 }
 
