@@ -118,6 +118,7 @@ func sellThroughAPrimaryKill(t *testing.T, replicas int) {
 	sale := c.createSale(api, units)
 	shoppers := c.shoppers(api, "patient", buyers)
 	first := h.Primary()
+	switched := h.SwitchMaster()
 	var (
 		once   sync.Once
 		killed time.Time
@@ -140,8 +141,25 @@ func sellThroughAPrimaryKill(t *testing.T, replicas int) {
 	if len(w.answers) == 0 {
 		t.Fatal("no purchase was answered 503: the kill did not fall in the wave")
 	}
+	// The window is the Sentinels' failover and what seckill adds after
+	// it. Sentinel's own part varies: it waits for a quorum's votes (asked
+	// every second), up to a second of random delay before a failover
+	// starts, and its next INFO of the promoted replica (every second), so
+	// it usually switches within down-after plus 1.5 s, not always.
+	// seckill's part (following the switch, the fence confirming the new
+	// primary) must be short, and the window within down-after plus 2 s
+	// whenever Sentinel itself was on time.
+	sw := (<-switched).Sub(w.began)
+	t.Logf("the Sentinels announced the new primary %.2f s after the kill", (sw - killed.Sub(w.began)).Seconds())
+	if after := w.last503 - sw; after > 500*time.Millisecond {
+		t.Errorf("503 answers went on %.2f s after the Sentinels announced the new primary", after.Seconds())
+	}
 	if bound := h.DownAfter + 2*time.Second; window > bound {
-		t.Errorf("503 answers for %.2f s, beyond Sentinel's down-after plus 2 s (%.2f s)", window.Seconds(), bound.Seconds())
+		if sentinel := sw - killed.Sub(w.began); sentinel <= h.DownAfter+1500*time.Millisecond {
+			t.Errorf("503 answers for %.2f s, beyond Sentinel's down-after plus 2 s (%.2f s)", window.Seconds(), bound.Seconds())
+		} else {
+			t.Logf("503 answers for %.2f s, beyond down-after plus 2 s: the Sentinels themselves took %.2f s to switch", window.Seconds(), sentinel.Seconds())
+		}
 	}
 	if len(w.won) != units || len(w.gaveUp) > 0 {
 		t.Fatalf("%d of %d units sold; buyers gave up on %v", len(w.won), units, w.gaveUp)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,11 +25,17 @@ import (
 // check's start when a majority of them name the server this process
 // writes to (by run id, which no proxy, NAT or announced address
 // changes), do not think it down, and heard it answer a ping at most
-// Silence before they replied.
+// Silence before they replied. Right after a failover the Sentinels that
+// did not lead it still name the old primary, under an older
+// configuration epoch, for up to two seconds: those are not counted
+// against the new one (decide).
 //
 // So a write acknowledged while the fence holds was acknowledged at most
-// Lease after a check that began at most Silence after a majority last
-// reached the primary: at most Lease+Silence after a partition began. A
+// Lease after a check that began at most Silence after the Sentinels of
+// the newest configuration last reached the primary: at most
+// Lease+Silence after a partition began. (A primary a failover replaced
+// is named by the older configuration only, so the exception never holds
+// it.) A
 // primary cut off from the Sentinels acknowledges for that long at most,
 // whatever its replicas do, and a process cut off from them (or one that
 // still writes to a demoted primary's address) stops at once its lease
@@ -106,33 +113,47 @@ func (f *Fence) Why() string {
 }
 
 // Run checks every Every until ctx ends.
+// While the fence does not hold it checks every 50 ms, so that writes
+// resume as soon as a failover's new primary is confirmed.
 func (f *Fence) Run(ctx context.Context) {
-	t := time.NewTicker(f.every())
-	defer t.Stop()
 	for {
-		_ = f.Check(ctx)
+		next := f.every()
+		if f.Check(ctx) != nil {
+			next = closedEvery
+		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-time.After(next):
 		}
 	}
 }
 
+// closedEvery is how often a fence that does not hold checks;
+// primaryTimeout bounds a check's read of the primary.
+const (
+	closedEvery    = 50 * time.Millisecond
+	primaryTimeout = 150 * time.Millisecond
+)
+
 // Check asks the Sentinels once: the fence holds for Lease from the
 // check's start if a majority confirms the primary, and stops holding at
-// once if not (the error says why). Checks must not overlap: Run makes
+// once if the Sentinels say otherwise (the error says why). Checks must not overlap: Run makes
 // them one after another.
 func (f *Fence) Check(ctx context.Context) error {
 	began := time.Since(f.start)
 	ctx, cancel := context.WithTimeout(ctx, f.lease())
 	defer cancel()
 	err := f.confirm(ctx)
-	if err == nil {
+	var refused *refusedError
+	switch {
+	case err == nil:
 		f.until.Store(int64(began + f.lease()))
-	} else {
-		// No majority vouches for the primary now: the lease of an
-		// earlier check does not outlive that answer.
+	case errors.As(err, &refused):
+		// The Sentinels answered, and not for this primary: the lease of
+		// an earlier check does not outlive that answer. (A check that
+		// could not read the primary lets the lease run out: the write it
+		// guards cannot reach that primary either.)
 		f.until.Store(0)
 	}
 	f.report(err)
@@ -163,59 +184,134 @@ func (f *Fence) report(err error) {
 // the primary client reaches, think it up, and heard from it within
 // Silence.
 func (f *Fence) confirm(ctx context.Context) error {
-	info, err := f.primary.InfoMap(ctx, "server").Result()
-	if err != nil {
-		return fmt.Errorf("cannot read the primary's run id: %w", err)
+	// The run id, and the address this connection reached (laddr), from
+	// one connection: the server they describe is the one written to.
+	// Briefly: while a failover is under way the client retries a dead
+	// primary with backoff, and the check after the switch should not wait
+	// for those retries.
+	pctx, cancel := context.WithTimeout(ctx, primaryTimeout)
+	defer cancel()
+	var info *redis.InfoCmd
+	var client *redis.ClientInfoCmd
+	_, err := f.primary.Pipelined(pctx, func(p redis.Pipeliner) error {
+		info, client = p.InfoMap(pctx, "server"), p.ClientInfo(pctx)
+		return nil
+	})
+	if err != nil && info.Err() != nil {
+		return fmt.Errorf("cannot read the primary's run id: %w", info.Err())
 	}
-	runID := info["Server"]["run_id"]
-	if runID == "" {
+	self := server{runID: info.Val()["Server"]["run_id"]}
+	if ci, cerr := client.Result(); cerr == nil && ci != nil {
+		self.addr = ci.LAddr // managed Redis may refuse CLIENT INFO: the run id alone then
+	}
+	if self.runID == "" {
 		return errors.New("the primary's INFO server has no run_id")
 	}
-	type verdict struct{ err error }
-	answers := make(chan verdict, len(f.sentinels))
+	verdicts := make(chan verdict, len(f.sentinels))
 	for _, s := range f.sentinels {
-		go func() { answers <- verdict{f.vouch(ctx, s, runID)} }()
+		go func() { verdicts <- f.vouch(ctx, s, self) }()
 	}
-	need := len(f.sentinels)/2 + 1
-	var yes int
-	var refusals []string
+	var all []verdict
 	for range f.sentinels {
-		v := <-answers
-		if v.err == nil {
+		all = append(all, <-verdicts)
+	}
+	return decide(all, len(f.sentinels)/2+1)
+}
+
+// verdict is one Sentinel's answer: whether it vouches for the server
+// written to (err nil), and the configuration epoch of the primary it
+// names (-1: it did not answer).
+type verdict struct {
+	Epoch int64
+	Err   error
+}
+
+// decide holds the fence when need Sentinels (a majority) vouch, or when
+// a majority answered, at least one vouches, and every one that does not
+// names an older configuration (a lower epoch) than all that do: after a
+// failover the Sentinels that did not lead it learn the new primary from
+// the others' hello messages, up to two seconds later, and until then
+// they still name the old one. Sentinels that name the same configuration
+// and do not vouch (they cannot reach the primary, think it down, or
+// name another) keep the fence closed.
+func decide(all []verdict, need int) error {
+	var yes, answered int
+	lowest := int64(-1) // the lowest epoch among those that vouch
+	var refusals []string
+	for _, v := range all {
+		if v.Epoch >= 0 {
+			answered++
+		}
+		if v.Err == nil {
 			yes++
+			if lowest < 0 || v.Epoch < lowest {
+				lowest = v.Epoch
+			}
 			continue
 		}
-		refusals = append(refusals, v.err.Error())
+		refusals = append(refusals, v.Err.Error())
 	}
 	if yes >= need {
 		return nil
 	}
-	return fmt.Errorf("%d of %d Sentinels confirm this primary, %d needed: %s", yes, len(f.sentinels), need, strings.Join(refusals, "; "))
+	behind := yes > 0 && answered >= need
+	for _, v := range all {
+		if v.Err != nil && v.Epoch >= 0 && v.Epoch >= lowest {
+			behind = false
+		}
+	}
+	if behind {
+		return nil
+	}
+	return &refusedError{fmt.Sprintf("%d of %d Sentinels confirm this primary, %d needed: %s", yes, len(all), need, strings.Join(refusals, "; "))}
 }
 
-// vouch returns nil when Sentinel s names runID as the master, thinks it
-// up, and had a ping reply from it within Silence.
-func (f *Fence) vouch(ctx context.Context, s sentinel, runID string) error {
+// refusedError is the Sentinels' answer that they do not confirm the
+// primary.
+type refusedError struct{ why string }
+
+func (e *refusedError) Error() string { return e.why }
+
+// server is the server written to, as the fence knows it.
+type server struct {
+	runID string
+	addr  string // host:port this process's connection reached; "" if unknown
+}
+
+// vouch returns nil when Sentinel s names self as the master, thinks it
+// up, and had a ping reply from it within Silence. A Sentinel names a
+// server by run id, which no proxy, NAT or announced address changes; for
+// a moment after a failover it knows the promoted server's address but
+// not yet its run id (it learns it from the server's INFO, which it asks
+// for every few seconds), and then its address must be the one this
+// process's connection reached.
+func (f *Fence) vouch(ctx context.Context, s sentinel, self server) verdict {
 	m, err := s.c.Master(ctx, f.master).Result()
 	if err != nil {
-		return fmt.Errorf("sentinel %s: %v", s.addr, err)
+		return verdict{-1, fmt.Errorf("sentinel %s: %v", s.addr, err)}
 	}
-	if m["runid"] != runID {
-		return fmt.Errorf("sentinel %s names %s:%s (run id %s) as the primary", s.addr, m["ip"], m["port"], m["runid"])
+	epoch, err := strconv.ParseInt(m["config-epoch"], 10, 64)
+	if err != nil {
+		return verdict{-1, fmt.Errorf("sentinel %s: config-epoch %q", s.addr, m["config-epoch"])}
+	}
+	named := m["runid"] == self.runID ||
+		m["runid"] == "" && self.addr != "" && net.JoinHostPort(m["ip"], m["port"]) == self.addr
+	if !named {
+		return verdict{epoch, fmt.Errorf("sentinel %s names %s:%s (run id %s, epoch %d) as the primary", s.addr, m["ip"], m["port"], m["runid"], epoch)}
 	}
 	for _, flag := range strings.Split(m["flags"], ",") {
-		if flag == "s_down" || flag == "o_down" || flag == "disconnected" {
-			return fmt.Errorf("sentinel %s thinks the primary is %s", s.addr, flag)
+		if flag == "s_down" || flag == "o_down" {
+			return verdict{epoch, fmt.Errorf("sentinel %s thinks the primary is %s", s.addr, flag)}
 		}
 	}
 	ms, err := strconv.ParseInt(m["last-ok-ping-reply"], 10, 64)
 	if err != nil {
-		return fmt.Errorf("sentinel %s: last-ok-ping-reply %q", s.addr, m["last-ok-ping-reply"])
+		return verdict{epoch, fmt.Errorf("sentinel %s: last-ok-ping-reply %q", s.addr, m["last-ok-ping-reply"])}
 	}
 	if silent := time.Duration(ms) * time.Millisecond; silent > f.silence() {
-		return fmt.Errorf("sentinel %s last heard the primary %v ago", s.addr, silent)
+		return verdict{epoch, fmt.Errorf("sentinel %s last heard the primary %v ago", s.addr, silent)}
 	}
-	return nil
+	return verdict{epoch, nil}
 }
 
 // sentinel is one Sentinel the fence asks, with its address for the

@@ -134,3 +134,60 @@ func TestAWriteConfirmedAfterTheLeaseDoesNotCount(t *testing.T) {
 		t.Fatalf("a write confirmed after the lease: %v, want a fenced NotAcknowledgedError", err)
 	}
 }
+
+// After a failover the fence holds again as soon as the Sentinels name
+// the promoted server and the client reaches it: the fence does not widen
+// the window of 503s a primary's crash costs.
+func TestTheFenceFollowsAFailover(t *testing.T) {
+	t.Parallel()
+	h := testenv.StartRedisHAWith(t, testenv.RedisHAOptions{Replicas: 2, MinReplicasToWrite: 1, MinReplicasMaxLag: 2})
+	sn, _, err := redisconf.SentinelsOf(h.URL(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb, err := redisconf.Open(h.URL(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	f := redisack.NewFence(rdb, sn.Master, sn.Addrs, sn.Options)
+	defer f.Close()
+	ctx := context.Background()
+	if err := f.Check(ctx); err != nil {
+		t.Fatal(err)
+	}
+	old := h.Primary()
+	h.Server(old).Kill()
+	h.AwaitFailover(old, time.Minute)
+	promoted := time.Now()
+	testenv.Eventually(t, 30*time.Second, func() error { return f.Check(ctx) })
+	t.Logf("the fence held again %v after every Sentinel named the new primary", time.Since(promoted))
+	if d := time.Since(promoted); d > 500*time.Millisecond {
+		t.Errorf("the fence held again only %v after the promotion", d)
+	}
+}
+
+// decide, the rule by which the Sentinels' answers hold the fence.
+func TestDecide(t *testing.T) {
+	yes := func(epoch int64) redisack.Verdict { return redisack.Verdict{Epoch: epoch} }
+	no := func(epoch int64) redisack.Verdict { return redisack.Verdict{Epoch: epoch, Err: errors.New("no")} }
+	silent := redisack.Verdict{Epoch: -1, Err: errors.New("no answer")}
+	for _, c := range []struct {
+		name string
+		all  []redisack.Verdict
+		hold bool
+	}{
+		{"a majority vouches", []redisack.Verdict{yes(3), yes(3), no(3)}, true},
+		{"one of the same configuration", []redisack.Verdict{yes(3), no(3), no(3)}, false},
+		{"the new primary, the others not told yet", []redisack.Verdict{yes(4), no(3), no(3)}, true},
+		{"the old primary, named by the older configuration", []redisack.Verdict{yes(3), no(4), no(4)}, false},
+		{"the old primary beside one lagging Sentinel", []redisack.Verdict{yes(3), no(4), no(3)}, false},
+		{"one vouches, the others silent", []redisack.Verdict{yes(4), silent, silent}, false},
+		{"one vouches, one behind, one silent", []redisack.Verdict{yes(4), no(3), silent}, true},
+		{"none", []redisack.Verdict{no(3), no(3), no(3)}, false},
+	} {
+		if err := redisack.Decide(c.all, 2); (err == nil) != c.hold {
+			t.Errorf("%s: %v, want holding %v", c.name, err, c.hold)
+		}
+	}
+}

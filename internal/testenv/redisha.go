@@ -6,8 +6,9 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -86,7 +87,7 @@ func StartRedisHAWith(t testing.TB, o RedisHAOptions) *RedisHA {
 	}
 	h.waitInSync(h.Servers[0].Addr(), o.Replicas)
 	for range 3 {
-		h.startSentinel()
+		h.sentinels = append(h.sentinels, startSentinel(t, strconv.Itoa(h.Servers[0].port), h.DownAfter))
 	}
 	t.Cleanup(h.stopSentinels)
 	Eventually(t, 30*time.Second, func() error {
@@ -115,43 +116,32 @@ func (h *RedisHA) RestoreReplication() { h.link.Restore() }
 
 func (s *sentinel) addr() string { return fmt.Sprintf("127.0.0.1:%d", s.port) }
 
-// startSentinel starts one Sentinel with a config file of its own (Sentinel
-// rewrites it as it learns the topology).
-func (h *RedisHA) startSentinel() {
-	t := h.t
-	s := &sentinel{port: FreePort(t), done: make(chan struct{})}
-	dir := t.TempDir()
-	conf := filepath.Join(dir, "sentinel.conf")
-	body := fmt.Sprintf(`port %d
-bind 127.0.0.1
-dir %s
-sentinel monitor %s 127.0.0.1 %d 2
-sentinel down-after-milliseconds %s %d
-sentinel failover-timeout %s 10000
-sentinel parallel-syncs %s 1
-`, s.port, dir, MasterName, h.Servers[0].port, MasterName, h.DownAfter.Milliseconds(), MasterName, MasterName)
-	if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	s.cmd = exec.Command("redis-sentinel", conf)
-	if err := s.cmd.Start(); err != nil {
-		t.Fatalf("start redis-sentinel: %v", err)
-	}
-	go func() { _ = s.cmd.Wait(); close(s.done) }()
-	Eventually(t, 10*time.Second, func() error {
-		c, err := net.Dial("tcp", s.addr())
-		if err == nil {
-			c.Close()
-		}
-		return err
-	})
-	h.sentinels = append(h.sentinels, s)
-}
-
 func (h *RedisHA) stopSentinels() {
 	for _, s := range h.sentinels {
 		stopOrKill(s.cmd, s.done, os.Interrupt)
 	}
+}
+
+// SwitchMaster returns a channel that gets the time at which the first
+// Sentinel announces a new primary (+switch-master), from now on.
+func (h *RedisHA) SwitchMaster() <-chan time.Time {
+	h.t.Helper()
+	out := make(chan time.Time, 1)
+	var once sync.Once
+	for _, s := range h.sentinels {
+		c := redis.NewSentinelClient(&redis.Options{Addr: s.addr()})
+		sub := c.Subscribe(context.Background(), "+switch-master")
+		if _, err := sub.Receive(context.Background()); err != nil { // the subscription's confirmation
+			h.t.Fatal(err)
+		}
+		h.t.Cleanup(func() { sub.Close(); c.Close() })
+		go func() {
+			if _, ok := <-sub.Channel(); ok {
+				once.Do(func() { out <- time.Now() })
+			}
+		}()
+	}
+	return out
 }
 
 // SentinelAddrs are the Sentinels' host:port.
