@@ -320,7 +320,7 @@ func checkLost(ctx context.Context, src Sources, saleID int64, settled bool, r *
 		return err
 	}
 	for _, a := range unplaced {
-		if reconcile.Held(a, buyers, true, src.Stock.Acknowledged()) {
+		if reconcile.Held(a, buyers) {
 			continue // on its way to its saga, or its buyer bought again
 		}
 		if a.LostAt.IsZero() {

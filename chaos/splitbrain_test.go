@@ -131,6 +131,13 @@ func TestSplitBrainLosesNoMoreThanTheFenceAllows(t *testing.T) {
 	}
 	if len(rep.Lost) != lost {
 		t.Errorf("the audit names %d lost purchases, the buyers hold %d lost 202s: %v", len(rep.Lost), lost, rep.Lost)
+		for _, l := range rep.Lost {
+			for _, a := range b.answers {
+				if a.user == l.UserID {
+					t.Logf("%s was answered %q (order %s) by %s, sent %v after the cut", a.user, a.code, a.order, a.api, a.sent.Sub(cut))
+				}
+			}
+		}
 	}
 	if rep.Oversold != 0 {
 		t.Errorf("oversold %d", rep.Oversold)

@@ -372,7 +372,7 @@ func (rc *Reconciler) markLost(ctx context.Context, unplaced []store.Admission, 
 		lostAfter = DefaultLostAfter
 	}
 	for _, a := range unplaced {
-		held := Held(a, buyers, loaded, rc.Stock.Acknowledged())
+		held := loaded && Held(a, buyers)
 		switch {
 		case held:
 			continue
@@ -457,14 +457,16 @@ func (rc *Reconciler) EndedLost(ctx context.Context, open map[int64]bool) ([]Rep
 
 // Held reports whether Redis still accounts for a remembered admission, so
 // that it is not lost: Redis holds the sale (loaded) and, in buyers, the
-// buyer under the admission's order. Where writes are acknowledged, an
-// unreplicated admission is one a fenced relay recorded
-// (store.RememberFenced), whose buyer was told 202 or UNCONFIRMED: one
-// who holds another order now was told UNCONFIRMED and bought again, and
-// has their unit. The reconciler and the audit judge by it alike.
-func Held(a store.Admission, buyers map[string]int64, loaded, acknowledged bool) bool {
-	holds, ok := buyers[a.UserID]
-	return loaded && ok && (holds == a.OrderID || acknowledged && !a.Replicated)
+// buyer, under the admission's order or another one. A buyer holding
+// another order of the sale bought again and has their unit: one told
+// UNCONFIRMED whose keyed retry met a failover's new primary, which never
+// had the first reservation, was admitted anew (a fenced relay, or a
+// reconciler on the old primary, may have recorded the first one), and one
+// who pressed buy again with a new key after a loss has theirs. The
+// reconciler and the audit judge by it alike.
+func Held(a store.Admission, buyers map[string]int64) bool {
+	_, ok := buyers[a.UserID]
+	return ok
 }
 
 // Gone reports whether a remembered admission that Redis no longer holds,

@@ -211,12 +211,12 @@ var (
 // order id of a retry of the winning Idempotency-Key with a nil error, or
 // one of Reserve's errors.
 func (s *Stock) Lookup(ctx context.Context, saleID int64, userID, idemKey string) (orderID int64, open bool, err error) {
-	// fault: none: lookup.lua only reads.
 	if err := s.ack.Closed(); err != nil {
 		// Its answers rest on the primary's state, which the Sentinels
 		// no longer vouch for.
 		return 0, false, fmt.Errorf("lookup: %w", err)
 	}
+	// fault: none: lookup.lua only reads.
 	res, err := lookupScript.Run(ctx, s.rdb, admitKeys(saleID), userID, "", idemKey).Slice()
 	code, id, err := admission("lookup", res, err)
 	return id, code == codeOpen, err
