@@ -277,10 +277,12 @@ func TestMalformedCursorsAre400(t *testing.T) {
 	admin := s.token("ops", auth.RoleAdmin)
 	enc := func(s string) string { return base64.RawURLEncoding.EncodeToString([]byte(s)) }
 	cursors := []string{"x", "!!", "%00", enc("1.o.0"), enc("1.o.-4"), enc("2.o.5"), enc("1.o.abc"), enc("1.o.5.6"), strings.Repeat("A", 300)}
+	// A sale's orders page by admission time and id (1.so2.<ms>.<id>); a
+	// cursor of their id-ordered paging before it is another list's.
 	for _, list := range []struct{ path, own string }{
-		{"/v1/orders", "o"}, {"/v1/sales", "s"}, {"/v1/sales/" + sale.ID + "/orders", "so"},
+		{"/v1/orders", "o"}, {"/v1/sales", "s"}, {"/v1/sales/" + sale.ID + "/orders", "so2.1767225600000"},
 	} {
-		bad := append(slices.Clone(cursors), enc("1.zz.5"))
+		bad := append(slices.Clone(cursors), enc("1.zz.5"), enc("1.so.5"), enc("1.so2.5"), enc("1.so2.0.5"))
 		if list.own != "s" {
 			bad = append(bad, enc("1.s.5")) // another list's cursor
 		} else {

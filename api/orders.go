@@ -116,7 +116,7 @@ func (s *Server) purchase(ctx context.Context, in *purchaseInput) (*purchaseOutp
 	if err != nil {
 		return nil, err
 	}
-	id, err := s.orders.Purchase(ctx, orders.PurchaseRequest{
+	adm, err := s.orders.Purchase(ctx, orders.PurchaseRequest{
 		SaleID: saleID, UserID: user, ClientIP: ipFrom(ctx), IdempotencyKey: in.IdempotencyKey,
 	})
 	if errors.Is(err, orderid.ErrUnfenced) {
@@ -127,8 +127,16 @@ func (s *Server) purchase(ctx context.Context, in *purchaseInput) (*purchaseOutp
 		return nil, toHTTP(ctx, err)
 	}
 	// The buyer's sockets here get the order's place in line from the next
-	// refresh on (no Redis command: docs/design.md §6.3).
-	s.hub.Waiting(domain.NewEvent(id, saleID, user, domain.StatusPending, "", orderid.Time(id)))
+	// refresh on (no Redis command: docs/design.md §6.3), as of its
+	// admission. A retry of the winning request does not know when that
+	// was: the id's time, or now if the id fence put that ahead.
+	id, at := adm.OrderID, adm.AdmittedAt
+	if at.IsZero() {
+		if at = orderid.Time(id); at.After(start) {
+			at = start
+		}
+	}
+	s.hub.Waiting(domain.NewEvent(id, saleID, user, domain.StatusPending, "", at))
 	return &purchaseOutput{wire.Purchase{
 		OrderID: strconv.FormatInt(id, 10), Status: domain.StatusPending, WorkflowID: domain.WorkflowID(id),
 	}}, nil
@@ -204,7 +212,7 @@ func (s *Server) orderView(o orders.Order) wire.Order {
 		ID: strconv.FormatInt(o.ID, 10), SaleID: strconv.FormatInt(o.SaleID, 10), UserID: o.UserID,
 		Status: o.Status, Reason: o.Reason, AmountCents: o.AmountCents,
 		WorkflowID: o.WorkflowID, WorkflowURL: s.workflowURL(o.WorkflowID),
-		AdmittedAt: orderid.Time(o.ID), CreatedAt: o.CreatedAt, UpdatedAt: o.UpdatedAt,
+		AdmittedAt: o.AdmittedAt, CreatedAt: o.CreatedAt, UpdatedAt: o.UpdatedAt,
 	}
 	if o.PaidAt != nil {
 		at := o.PaidAt.UTC()

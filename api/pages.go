@@ -7,10 +7,12 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/seckill/seckill/api/wire"
+	"github.com/seckill/seckill/store"
 )
 
 // Every list pages the same way (docs/design.md §6.6): `limit` rows at a
@@ -47,20 +49,57 @@ func encodeCursor(list string, last int64) string {
 // page: 0), or a 400 problem for anything not made by encodeCursor for
 // list.
 func decodeCursor(list, cursor string) (int64, error) {
+	keys, err := cursorKeys(list, cursor, 1)
+	if err != nil || keys == nil {
+		return 0, err
+	}
+	return keys[0], nil
+}
+
+// A sale's orders page by admission time, then id (store.SaleOrderKey):
+// their cursors carry both, `1.so2.<Unix ms>.<id>`. The list's name moved
+// on with its order, so a cursor of the id-ordered list before it is a
+// 400 (a walk begun before an upgrade begins again), never a page of
+// another order.
+const listSaleOrdersByAdmission = listSaleOrders + "2"
+
+// encodeSaleOrdersCursor is the cursor of the page after the order at
+// last.
+func encodeSaleOrdersCursor(last store.SaleOrderKey) string {
+	return encodeCursor(listSaleOrdersByAdmission+"."+strconv.FormatInt(last.AdmittedAt.UnixMilli(), 10), last.ID)
+}
+
+// decodeSaleOrdersCursor returns the key of the last order of the page
+// before (zero for the first page), or a 400 problem.
+func decodeSaleOrdersCursor(cursor string) (store.SaleOrderKey, error) {
+	keys, err := cursorKeys(listSaleOrdersByAdmission, cursor, 2)
+	if err != nil || keys == nil {
+		return store.SaleOrderKey{}, err
+	}
+	return store.SaleOrderKey{AdmittedAt: time.UnixMilli(keys[0]).UTC(), ID: keys[1]}, nil
+}
+
+// cursorKeys reads the n positive numbers of a cursor of list (nil for
+// "", the first page), or answers a 400 problem.
+func cursorKeys(list, cursor string, n int) ([]int64, error) {
 	if cursor == "" {
-		return 0, nil
+		return nil, nil
 	}
 	if len(cursor) > 64 {
-		return 0, badCursor(cursor[:64] + "…")
+		return nil, badCursor(cursor[:64] + "…")
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(cursor)
 	parts := strings.Split(string(raw), ".")
-	if err == nil && len(parts) == 3 && parts[0] == cursorVersion && parts[1] == list {
-		if id, err := strconv.ParseInt(parts[2], 10, 64); err == nil && id > 0 {
-			return id, nil
+	if err != nil || len(parts) != 2+n || parts[0] != cursorVersion || parts[1] != list {
+		return nil, badCursor(cursor)
+	}
+	keys := make([]int64, n)
+	for i, p := range parts[2:] {
+		if keys[i], err = strconv.ParseInt(p, 10, 64); err != nil || keys[i] <= 0 {
+			return nil, badCursor(cursor)
 		}
 	}
-	return 0, badCursor(cursor)
+	return keys, nil
 }
 
 func badCursor(cursor string) error {
@@ -114,12 +153,20 @@ func keepURL(ctx huma.Context, next func(huma.Context)) {
 // nextLink links to the page after the row with id last of list, or is
 // nil when more is false.
 func nextLink(ctx context.Context, list string, last int64, more bool) *string {
+	if !more {
+		return nil
+	}
+	return linkTo(ctx, encodeCursor(list, last))
+}
+
+// linkTo links to the page at cursor of the request's list.
+func linkTo(ctx context.Context, cursor string) *string {
 	u, ok := ctx.Value(requestURLKey{}).(*url.URL)
-	if !more || !ok {
+	if !ok {
 		return nil
 	}
 	q := u.Query()
-	q.Set("cursor", encodeCursor(list, last))
+	q.Set("cursor", cursor)
 	link := "<" + (&url.URL{Path: u.Path, RawQuery: q.Encode()}).String() + `>; rel="next"`
 	return &link
 }

@@ -19,37 +19,30 @@ import (
 	"github.com/seckill/seckill/api/wire"
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/ent"
-	"github.com/seckill/seckill/orderid"
 	"github.com/seckill/seckill/orders"
 	"github.com/seckill/seckill/store"
 )
 
 // After the sale, operators list and export its orders to ship what was
-// paid for (docs/design.md §6.6). Both read the order rows in id order (the
-// order of admission) through the (sale_id, status, id) index.
+// paid for (docs/design.md §6.6). Both read the order rows in order of
+// admission (admitted_at, then id) through the (sale_id, [status,]
+// admitted_at, id) indexes, so a window of admission times is a range.
 
 // SaleOrdersQuery picks a sale's orders.
 type SaleOrdersQuery struct {
 	ID     string    `path:"id" pattern:"^[0-9]+$" maxLength:"19" example:"7262577180163178496" doc:"The sale's id, as in the id of a sale."`
 	Status string    `query:"status" enum:"PENDING,AWAITING_PAYMENT,PAID,CANCELLED,EXPIRED,FAILED" doc:"Only the orders of this status."`
-	Since  time.Time `query:"since" doc:"Only the orders admitted at or after this instant (RFC 3339)."`
-	Until  time.Time `query:"until" doc:"Only the orders admitted before this instant (RFC 3339)."`
+	Since  time.Time `query:"since" doc:"Only the orders whose admitted_at is at or after this instant (RFC 3339)."`
+	Until  time.Time `query:"until" doc:"Only the orders whose admitted_at is before this instant (RFC 3339)."`
 }
 
-// filter reads the query; ids bound the admission times (orderid.FirstAt).
+// filter reads the query.
 func (q SaleOrdersQuery) filter() (int64, store.SaleOrderFilter, error) {
 	id, err := parseID(q.ID)
 	if err != nil {
 		return 0, store.SaleOrderFilter{}, err
 	}
-	f := store.SaleOrderFilter{Status: domain.Status(q.Status)}
-	if !q.Since.IsZero() {
-		f.FromID = orderid.FirstAt(q.Since)
-	}
-	if !q.Until.IsZero() {
-		f.ToID = max(1, orderid.FirstAt(q.Until))
-	}
-	return id, f, nil
+	return id, store.SaleOrderFilter{Status: domain.Status(q.Status), Since: q.Since, Until: q.Until}, nil
 }
 
 type saleOrdersInput struct {
@@ -108,10 +101,10 @@ func (s *Server) registerSaleOrders() {
 	huma.Register(s.api, huma.Operation{
 		OperationID: "list-sale-orders", Method: http.MethodGet, Path: "/v1/sales/{id}/orders",
 		Summary: "List a sale's orders (admin)", Tags: []string{"sales"},
-		Description: "The sale's orders in id order (the order of admission), filtered by status and admission time, for fulfilment. " +
+		Description: "The sale's orders in order of admission (`admitted_at`, then id), filtered by status and admission time (`since`, `until`: exact, to the millisecond), for fulfilment. " +
 			"Paged: the next page is the `Link` header's rel=\"next\" URL. A walk through the pages lists every order that had a row when the walk began " +
 			"and still matches the filter when the walk reaches it exactly once, and no order twice; an order written during the walk is listed if the walk " +
-			"has not passed its id yet. Orders admitted but not written yet are counted in the first page's `Seckill-Unlisted-Orders` header.",
+			"has not passed its place (admission time, id) yet. Orders admitted but not written yet are counted in the first page's `Seckill-Unlisted-Orders` header.",
 		Security: bearer, Metadata: map[string]any{adminOnly: true, pagedList: true},
 		Responses: s.problems(errNoToken, errAdminsOnly, errNoSale, errBadCursor, errInvalid, errUnavailable),
 	}, s.listSaleOrders)
@@ -119,10 +112,10 @@ func (s *Server) registerSaleOrders() {
 	huma.Register(s.api, huma.Operation{
 		OperationID: "export-sale-orders", Method: http.MethodGet, Path: "/v1/sales/{id}/orders/export",
 		Summary: "Export a sale's orders as CSV or NDJSON (admin)", Tags: []string{"sales"},
-		Description: "The listing's orders, all of them, streamed in id order in constant memory however many there are: read a page at a time, " +
+		Description: "The listing's orders, all of them, streamed in the listing's order in constant memory however many there are: read a page at a time, " +
 			"each page when the client has taken the one before, so the file is what a walk through the listing's pages lists (every order as it was " +
-			"when its page was read; every order that had a row when the export began and still matches the filter when the export reaches its id, once; " +
-			"an order written during the export once if the export had not passed its id, else not at all; no order twice). " +
+			"when its page was read; every order that had a row when the export began and still matches the filter when the export reaches it, once; " +
+			"an order written during the export once if the export had not passed its place, else not at all; no order twice). " +
 			"A client that takes more than 30 s over a page is cut off. An instance streams a few exports at once (4 by default): " +
 			"one more is refused with 429 `RATE_LIMITED` and `Retry-After`. A cell of the CSV that a spreadsheet would read as a formula (it starts with =, +, -, @, a tab or a carriage return) " +
 			"is prefixed with a single quote. An export that fails once it has begun is cut off: the response ends without its last chunk, which clients " +
@@ -153,7 +146,7 @@ func (s *Server) listSaleOrders(ctx context.Context, in *saleOrdersInput) (*sale
 	if err != nil {
 		return nil, err
 	}
-	after, err := decodeCursor(listSaleOrders, in.Cursor)
+	after, err := decodeSaleOrdersCursor(in.Cursor)
 	if err != nil {
 		return nil, err
 	}
@@ -163,7 +156,7 @@ func (s *Server) listSaleOrders(ctx context.Context, in *saleOrdersInput) (*sale
 		return nil, toHTTP(ctx, unavailable(err))
 	}
 	out := &saleOrdersOutput{}
-	if after == 0 {
+	if after.ID == 0 {
 		// The first page says what no page lists yet (and whether there
 		// is such a sale).
 		st, err := s.stats(ctx, saleID)
@@ -174,12 +167,15 @@ func (s *Server) listSaleOrders(ctx context.Context, in *saleOrdersInput) (*sale
 			out.Unlisted = &st.Pending
 		}
 	}
-	rows, last, more := trimPage(rows, in.Limit, func(o *ent.Order) int64 { return o.ID })
+	more := len(rows) > in.Limit
+	rows = rows[:min(len(rows), in.Limit)]
 	out.Body = make([]wire.Order, len(rows))
 	for i, r := range rows {
 		out.Body[i] = s.orderView(orders.View(r))
 	}
-	out.Link = nextLink(ctx, listSaleOrders, last, more)
+	if more {
+		out.Link = linkTo(ctx, encodeSaleOrdersCursor(store.KeyOf(rows[len(rows)-1])))
+	}
 	return out, nil
 }
 

@@ -50,7 +50,7 @@ func (q SaleOrdersQuery) values() url.Values {
 	return v
 }
 
-// SaleOrders yields a sale's orders in id order (admin).
+// SaleOrders yields a sale's orders in order of admission (admin).
 func (c *Client) SaleOrders(ctx context.Context, saleID string, q SaleOrdersQuery) iter.Seq2[wire.Order, error] {
 	v := q.values()
 	if q.PageSize > 0 {

@@ -63,20 +63,25 @@ type OrderRef struct {
 	// unit, "" if it had none: kept with the order's row so that a sale
 	// rebuilt from the database still answers its retry with the 202.
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	// AdmittedAt is when the admitting api admitted the order, on its own
+	// clock, to the millisecond: the order's admitted_at. Zero for orders
+	// admitted before it was carried; their rows take the id's time.
+	AdmittedAt time.Time `json:"admitted_at,omitzero"`
 }
 
 // orderRefJSON is OrderRef's wire shape.
 type orderRefJSON struct {
-	OrderID        jsonID `json:"order_id"`
-	SaleID         jsonID `json:"sale_id"`
-	UserID         string `json:"user_id"`
-	AmountCents    int64  `json:"amount_cents"`
-	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	OrderID        jsonID    `json:"order_id"`
+	SaleID         jsonID    `json:"sale_id"`
+	UserID         string    `json:"user_id"`
+	AmountCents    int64     `json:"amount_cents"`
+	IdempotencyKey string    `json:"idempotency_key,omitempty"`
+	AdmittedAt     time.Time `json:"admitted_at,omitzero"`
 }
 
 // MarshalJSON writes the ids as strings.
 func (r OrderRef) MarshalJSON() ([]byte, error) {
-	return json.Marshal(orderRefJSON{jsonID(r.OrderID), jsonID(r.SaleID), r.UserID, r.AmountCents, r.IdempotencyKey})
+	return json.Marshal(orderRefJSON{jsonID(r.OrderID), jsonID(r.SaleID), r.UserID, r.AmountCents, r.IdempotencyKey, r.AdmittedAt})
 }
 
 // UnmarshalJSON reads ids written as strings or, by earlier versions, as
@@ -86,7 +91,8 @@ func (r *OrderRef) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &w); err != nil {
 		return err
 	}
-	*r = OrderRef{OrderID: int64(w.OrderID), SaleID: int64(w.SaleID), UserID: w.UserID, AmountCents: w.AmountCents, IdempotencyKey: w.IdempotencyKey}
+	*r = OrderRef{OrderID: int64(w.OrderID), SaleID: int64(w.SaleID), UserID: w.UserID, AmountCents: w.AmountCents, IdempotencyKey: w.IdempotencyKey,
+		AdmittedAt: w.AdmittedAt}
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Ids that need more than 53 bits survive the trip through JSON as
@@ -28,5 +29,23 @@ func TestOrderRefIDsAreJSONStrings(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(`{"order_id":"x"}`), &old); err == nil {
 		t.Fatal("a non-numeric id decoded")
+	}
+}
+
+// The admission time travels with the order to its saga's steps, and a
+// payload without it (a workflow started before it was carried) reads as
+// zero, which the steps replace by the id's time.
+func TestOrderRefCarriesTheAdmissionTime(t *testing.T) {
+	ref := OrderRef{OrderID: 1, SaleID: 2, UserID: "u", AdmittedAt: time.UnixMilli(1767225600123).UTC()}
+	b, err := json.Marshal(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back OrderRef
+	if err := json.Unmarshal(b, &back); err != nil || !back.AdmittedAt.Equal(ref.AdmittedAt) {
+		t.Fatalf("decoded %s as %+v, %v", b, back, err)
+	}
+	if b, _ := json.Marshal(OrderRef{OrderID: 1}); strings.Contains(string(b), "admitted_at") {
+		t.Fatalf("a zero admission time is written: %s", b)
 	}
 }

@@ -729,6 +729,7 @@ type OrderMutation struct {
 	created_at      *time.Time
 	updated_at      *time.Time
 	paid_at         *time.Time
+	admitted_at     *time.Time
 	clearedFields   map[string]struct{}
 	sale            *int64
 	clearedsale     bool
@@ -1254,6 +1255,55 @@ func (m *OrderMutation) ResetPaidAt() {
 	delete(m.clearedFields, order.FieldPaidAt)
 }
 
+// SetAdmittedAt sets the "admitted_at" field.
+func (m *OrderMutation) SetAdmittedAt(t time.Time) {
+	m.admitted_at = &t
+}
+
+// AdmittedAt returns the value of the "admitted_at" field in the mutation.
+func (m *OrderMutation) AdmittedAt() (r time.Time, exists bool) {
+	v := m.admitted_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldAdmittedAt returns the old "admitted_at" field's value of the Order entity.
+// If the Order object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *OrderMutation) OldAdmittedAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldAdmittedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldAdmittedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldAdmittedAt: %w", err)
+	}
+	return oldValue.AdmittedAt, nil
+}
+
+// ClearAdmittedAt clears the value of the "admitted_at" field.
+func (m *OrderMutation) ClearAdmittedAt() {
+	m.admitted_at = nil
+	m.clearedFields[order.FieldAdmittedAt] = struct{}{}
+}
+
+// AdmittedAtCleared returns if the "admitted_at" field was cleared in this mutation.
+func (m *OrderMutation) AdmittedAtCleared() bool {
+	_, ok := m.clearedFields[order.FieldAdmittedAt]
+	return ok
+}
+
+// ResetAdmittedAt resets all changes to the "admitted_at" field.
+func (m *OrderMutation) ResetAdmittedAt() {
+	m.admitted_at = nil
+	delete(m.clearedFields, order.FieldAdmittedAt)
+}
+
 // ClearSale clears the "sale" edge to the Sale entity.
 func (m *OrderMutation) ClearSale() {
 	m.clearedsale = true
@@ -1315,7 +1365,7 @@ func (m *OrderMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *OrderMutation) Fields() []string {
-	fields := make([]string, 0, 10)
+	fields := make([]string, 0, 11)
 	if m.sale != nil {
 		fields = append(fields, order.FieldSaleID)
 	}
@@ -1346,6 +1396,9 @@ func (m *OrderMutation) Fields() []string {
 	if m.paid_at != nil {
 		fields = append(fields, order.FieldPaidAt)
 	}
+	if m.admitted_at != nil {
+		fields = append(fields, order.FieldAdmittedAt)
+	}
 	return fields
 }
 
@@ -1374,6 +1427,8 @@ func (m *OrderMutation) Field(name string) (ent.Value, bool) {
 		return m.UpdatedAt()
 	case order.FieldPaidAt:
 		return m.PaidAt()
+	case order.FieldAdmittedAt:
+		return m.AdmittedAt()
 	}
 	return nil, false
 }
@@ -1403,6 +1458,8 @@ func (m *OrderMutation) OldField(ctx context.Context, name string) (ent.Value, e
 		return m.OldUpdatedAt(ctx)
 	case order.FieldPaidAt:
 		return m.OldPaidAt(ctx)
+	case order.FieldAdmittedAt:
+		return m.OldAdmittedAt(ctx)
 	}
 	return nil, fmt.Errorf("unknown Order field %s", name)
 }
@@ -1482,6 +1539,13 @@ func (m *OrderMutation) SetField(name string, value ent.Value) error {
 		}
 		m.SetPaidAt(v)
 		return nil
+	case order.FieldAdmittedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetAdmittedAt(v)
+		return nil
 	}
 	return fmt.Errorf("unknown Order field %s", name)
 }
@@ -1542,6 +1606,9 @@ func (m *OrderMutation) ClearedFields() []string {
 	if m.FieldCleared(order.FieldPaidAt) {
 		fields = append(fields, order.FieldPaidAt)
 	}
+	if m.FieldCleared(order.FieldAdmittedAt) {
+		fields = append(fields, order.FieldAdmittedAt)
+	}
 	return fields
 }
 
@@ -1558,6 +1625,9 @@ func (m *OrderMutation) ClearField(name string) error {
 	switch name {
 	case order.FieldPaidAt:
 		m.ClearPaidAt()
+		return nil
+	case order.FieldAdmittedAt:
+		m.ClearAdmittedAt()
 		return nil
 	}
 	return fmt.Errorf("unknown Order nullable field %s", name)
@@ -1596,6 +1666,9 @@ func (m *OrderMutation) ResetField(name string) error {
 		return nil
 	case order.FieldPaidAt:
 		m.ResetPaidAt()
+		return nil
+	case order.FieldAdmittedAt:
+		m.ResetAdmittedAt()
 		return nil
 	}
 	return fmt.Errorf("unknown Order field %s", name)

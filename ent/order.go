@@ -38,6 +38,8 @@ type Order struct {
 	UpdatedAt time.Time `json:"updated_at,omitempty"`
 	// PaidAt holds the value of the "paid_at" field.
 	PaidAt *time.Time `json:"paid_at,omitempty"`
+	// AdmittedAt holds the value of the "admitted_at" field.
+	AdmittedAt *time.Time `json:"admitted_at,omitempty"`
 	// Edges holds the relations/edges for other nodes in the graph.
 	// The values are being populated by the OrderQuery when eager-loading is set.
 	Edges        OrderEdges `json:"edges"`
@@ -73,7 +75,7 @@ func (*Order) scanValues(columns []string) ([]any, error) {
 			values[i] = new(sql.NullInt64)
 		case order.FieldUserID, order.FieldStatus, order.FieldReason, order.FieldIdempotencyKey:
 			values[i] = new(sql.NullString)
-		case order.FieldCreatedAt, order.FieldUpdatedAt, order.FieldPaidAt:
+		case order.FieldCreatedAt, order.FieldUpdatedAt, order.FieldPaidAt, order.FieldAdmittedAt:
 			values[i] = new(sql.NullTime)
 		default:
 			values[i] = new(sql.UnknownType)
@@ -157,6 +159,13 @@ func (_m *Order) assignValues(columns []string, values []any) error {
 				_m.PaidAt = new(time.Time)
 				*_m.PaidAt = value.Time
 			}
+		case order.FieldAdmittedAt:
+			if value, ok := values[i].(*sql.NullTime); !ok {
+				return fmt.Errorf("unexpected type %T for field admitted_at", values[i])
+			} else if value.Valid {
+				_m.AdmittedAt = new(time.Time)
+				*_m.AdmittedAt = value.Time
+			}
 		default:
 			_m.selectValues.Set(columns[i], values[i])
 		}
@@ -227,6 +236,11 @@ func (_m *Order) String() string {
 	builder.WriteString(", ")
 	if v := _m.PaidAt; v != nil {
 		builder.WriteString("paid_at=")
+		builder.WriteString(v.Format(time.ANSIC))
+	}
+	builder.WriteString(", ")
+	if v := _m.AdmittedAt; v != nil {
+		builder.WriteString("admitted_at=")
 		builder.WriteString(v.Format(time.ANSIC))
 	}
 	builder.WriteByte(')')

@@ -131,6 +131,20 @@ func (_c *OrderCreate) SetNillablePaidAt(v *time.Time) *OrderCreate {
 	return _c
 }
 
+// SetAdmittedAt sets the "admitted_at" field.
+func (_c *OrderCreate) SetAdmittedAt(v time.Time) *OrderCreate {
+	_c.mutation.SetAdmittedAt(v)
+	return _c
+}
+
+// SetNillableAdmittedAt sets the "admitted_at" field if the given value is not nil.
+func (_c *OrderCreate) SetNillableAdmittedAt(v *time.Time) *OrderCreate {
+	if v != nil {
+		_c.SetAdmittedAt(*v)
+	}
+	return _c
+}
+
 // SetID sets the "id" field.
 func (_c *OrderCreate) SetID(v int64) *OrderCreate {
 	_c.mutation.SetID(v)
@@ -335,6 +349,10 @@ func (_c *OrderCreate) createSpec() (*Order, *sqlgraph.CreateSpec) {
 		_spec.SetField(order.FieldPaidAt, field.TypeTime, value)
 		_node.PaidAt = &value
 	}
+	if value, ok := _c.mutation.AdmittedAt(); ok {
+		_spec.SetField(order.FieldAdmittedAt, field.TypeTime, value)
+		_node.AdmittedAt = &value
+	}
 	if nodes := _c.mutation.SaleIDs(); len(nodes) > 0 {
 		edge := &sqlgraph.EdgeSpec{
 			Rel:     sqlgraph.M2O,
@@ -455,6 +473,24 @@ func (u *OrderUpsert) UpdatePaidAt() *OrderUpsert {
 // ClearPaidAt clears the value of the "paid_at" field.
 func (u *OrderUpsert) ClearPaidAt() *OrderUpsert {
 	u.SetNull(order.FieldPaidAt)
+	return u
+}
+
+// SetAdmittedAt sets the "admitted_at" field.
+func (u *OrderUpsert) SetAdmittedAt(v time.Time) *OrderUpsert {
+	u.Set(order.FieldAdmittedAt, v)
+	return u
+}
+
+// UpdateAdmittedAt sets the "admitted_at" field to the value that was provided on create.
+func (u *OrderUpsert) UpdateAdmittedAt() *OrderUpsert {
+	u.SetExcluded(order.FieldAdmittedAt)
+	return u
+}
+
+// ClearAdmittedAt clears the value of the "admitted_at" field.
+func (u *OrderUpsert) ClearAdmittedAt() *OrderUpsert {
+	u.SetNull(order.FieldAdmittedAt)
 	return u
 }
 
@@ -584,6 +620,27 @@ func (u *OrderUpsertOne) UpdatePaidAt() *OrderUpsertOne {
 func (u *OrderUpsertOne) ClearPaidAt() *OrderUpsertOne {
 	return u.Update(func(s *OrderUpsert) {
 		s.ClearPaidAt()
+	})
+}
+
+// SetAdmittedAt sets the "admitted_at" field.
+func (u *OrderUpsertOne) SetAdmittedAt(v time.Time) *OrderUpsertOne {
+	return u.Update(func(s *OrderUpsert) {
+		s.SetAdmittedAt(v)
+	})
+}
+
+// UpdateAdmittedAt sets the "admitted_at" field to the value that was provided on create.
+func (u *OrderUpsertOne) UpdateAdmittedAt() *OrderUpsertOne {
+	return u.Update(func(s *OrderUpsert) {
+		s.UpdateAdmittedAt()
+	})
+}
+
+// ClearAdmittedAt clears the value of the "admitted_at" field.
+func (u *OrderUpsertOne) ClearAdmittedAt() *OrderUpsertOne {
+	return u.Update(func(s *OrderUpsert) {
+		s.ClearAdmittedAt()
 	})
 }
 
@@ -879,6 +936,27 @@ func (u *OrderUpsertBulk) UpdatePaidAt() *OrderUpsertBulk {
 func (u *OrderUpsertBulk) ClearPaidAt() *OrderUpsertBulk {
 	return u.Update(func(s *OrderUpsert) {
 		s.ClearPaidAt()
+	})
+}
+
+// SetAdmittedAt sets the "admitted_at" field.
+func (u *OrderUpsertBulk) SetAdmittedAt(v time.Time) *OrderUpsertBulk {
+	return u.Update(func(s *OrderUpsert) {
+		s.SetAdmittedAt(v)
+	})
+}
+
+// UpdateAdmittedAt sets the "admitted_at" field to the value that was provided on create.
+func (u *OrderUpsertBulk) UpdateAdmittedAt() *OrderUpsertBulk {
+	return u.Update(func(s *OrderUpsert) {
+		s.UpdateAdmittedAt()
+	})
+}
+
+// ClearAdmittedAt clears the value of the "admitted_at" field.
+func (u *OrderUpsertBulk) ClearAdmittedAt() *OrderUpsertBulk {
+	return u.Update(func(s *OrderUpsert) {
+		s.ClearAdmittedAt()
 	})
 }
 

@@ -82,6 +82,26 @@ func (_u *OrderUpdate) ClearPaidAt() *OrderUpdate {
 	return _u
 }
 
+// SetAdmittedAt sets the "admitted_at" field.
+func (_u *OrderUpdate) SetAdmittedAt(v time.Time) *OrderUpdate {
+	_u.mutation.SetAdmittedAt(v)
+	return _u
+}
+
+// SetNillableAdmittedAt sets the "admitted_at" field if the given value is not nil.
+func (_u *OrderUpdate) SetNillableAdmittedAt(v *time.Time) *OrderUpdate {
+	if v != nil {
+		_u.SetAdmittedAt(*v)
+	}
+	return _u
+}
+
+// ClearAdmittedAt clears the value of the "admitted_at" field.
+func (_u *OrderUpdate) ClearAdmittedAt() *OrderUpdate {
+	_u.mutation.ClearAdmittedAt()
+	return _u
+}
+
 // Mutation returns the OrderMutation object of the builder.
 func (_u *OrderUpdate) Mutation() *OrderMutation {
 	return _u.mutation
@@ -168,6 +188,12 @@ func (_u *OrderUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	if _u.mutation.PaidAtCleared() {
 		_spec.ClearField(order.FieldPaidAt, field.TypeTime)
 	}
+	if value, ok := _u.mutation.AdmittedAt(); ok {
+		_spec.SetField(order.FieldAdmittedAt, field.TypeTime, value)
+	}
+	if _u.mutation.AdmittedAtCleared() {
+		_spec.ClearField(order.FieldAdmittedAt, field.TypeTime)
+	}
 	if _node, err = sqlgraph.UpdateNodes(ctx, _u.driver, _spec); err != nil {
 		if _, ok := err.(*sqlgraph.NotFoundError); ok {
 			err = &NotFoundError{order.Label}
@@ -239,6 +265,26 @@ func (_u *OrderUpdateOne) SetNillablePaidAt(v *time.Time) *OrderUpdateOne {
 // ClearPaidAt clears the value of the "paid_at" field.
 func (_u *OrderUpdateOne) ClearPaidAt() *OrderUpdateOne {
 	_u.mutation.ClearPaidAt()
+	return _u
+}
+
+// SetAdmittedAt sets the "admitted_at" field.
+func (_u *OrderUpdateOne) SetAdmittedAt(v time.Time) *OrderUpdateOne {
+	_u.mutation.SetAdmittedAt(v)
+	return _u
+}
+
+// SetNillableAdmittedAt sets the "admitted_at" field if the given value is not nil.
+func (_u *OrderUpdateOne) SetNillableAdmittedAt(v *time.Time) *OrderUpdateOne {
+	if v != nil {
+		_u.SetAdmittedAt(*v)
+	}
+	return _u
+}
+
+// ClearAdmittedAt clears the value of the "admitted_at" field.
+func (_u *OrderUpdateOne) ClearAdmittedAt() *OrderUpdateOne {
+	_u.mutation.ClearAdmittedAt()
 	return _u
 }
 
@@ -357,6 +403,12 @@ func (_u *OrderUpdateOne) sqlSave(ctx context.Context) (_node *Order, err error)
 	}
 	if _u.mutation.PaidAtCleared() {
 		_spec.ClearField(order.FieldPaidAt, field.TypeTime)
+	}
+	if value, ok := _u.mutation.AdmittedAt(); ok {
+		_spec.SetField(order.FieldAdmittedAt, field.TypeTime, value)
+	}
+	if _u.mutation.AdmittedAtCleared() {
+		_spec.ClearField(order.FieldAdmittedAt, field.TypeTime)
 	}
 	_node = &Order{config: _u.config}
 	_spec.Assign = _node.assignValues

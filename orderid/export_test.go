@@ -14,3 +14,6 @@ func SetClock(g *Generator, now func() time.Time) {
 
 // NodeKey is the Redis key of a node's lease.
 func NodeKey(node int) string { return nodeKey(node) }
+
+// FloorKey is the Redis key of a node's floor.
+func FloorKey(node int) string { return floorKey(node) }

@@ -55,29 +55,41 @@ func floorKey(node int) string { return fmt.Sprintf("seckill:orderid:node:%d:flo
 // (never lowering it) in the same step as the lease, so whoever holds the
 // node next starts above every id this holder can mint, whatever the two
 // hosts' clocks say and however the lease ends: a Close while handlers
-// still mint, a lapse during a pause, a crash. They return the floor as it
-// was before (earlier holders' bound), or -1 when the lease was not had.
-const recordFloor = `
+// still mint, a lapse during a pause, a crash. raiseFloor leaves the floor
+// as it was before in prev.
+const raiseFloor = `
 local prev = tonumber(redis.call('GET', KEYS[2]) or '0')
 if tonumber(ARGV[3]) > prev then
   redis.call('SET', KEYS[2], ARGV[3])
 end
-return prev`
+`
 
-// acquireScript takes a free node.
+// acquireScript takes a free node and returns its earlier holders' floor,
+// or -1 when the node is held.
 var acquireScript = redis.NewScript(`
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return -1
-end` + recordFloor)
+end` + raiseFloor + `
+return prev`)
 
-// renewScript extends the lease only if this process still holds it, and
-// takes it back if Redis lost it (a restart without persistence).
+// renewScript extends the lease only if this process still holds it (-1
+// otherwise), and takes it back if Redis lost it (a restart without
+// persistence). It returns the floor to mint above: 0 while the key was
+// ours all along, since the floor then is this holder's own last
+// confirmation, and its ids need not stay above the ones it may still
+// mint (the generator keeps them increasing): staying above it would put
+// every id up to a lease's term in the future. A key found gone may have
+// been held by another process meanwhile, whose floor counts.
 var renewScript = redis.NewScript(`
 local cur = redis.call('GET', KEYS[1])
 if cur ~= ARGV[1] and cur then
   return -1
 end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])` + recordFloor)
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])` + raiseFloor + `
+if cur then
+  return 0
+end
+return prev`)
 
 // LeaseNode claims a free node id in Redis for ttl and keeps it renewed
 // every ttl/3 until ctx ends or Close is called. A lease and its floor

@@ -25,6 +25,13 @@ const (
 // epoch is 2025-01-01T00:00:00Z in Unix milliseconds.
 const epoch int64 = 1735689600000
 
+// Epoch and TimeShift read an id's time where Time cannot run (SQL): the
+// Unix millisecond id>>TimeShift + Epoch.
+const (
+	Epoch     = epoch
+	TimeShift = nodeBits + seqBits
+)
+
 // ErrUnfenced is returned by Next when the generator's node lease is not
 // confirmed for the current time: minting now could repeat an id that the
 // node's next holder mints. Nothing was minted; the caller answers 503.

@@ -255,3 +255,37 @@ func TestFirstAtBoundsTheIDsOfAMillisecond(t *testing.T) {
 		t.Fatal("an instant past the id space should give MaxInt64")
 	}
 }
+
+// A holder's own renewals raise the node's floor for its next holder only:
+// ids keep the minting clock's time while the lease is renewed, instead of
+// jumping to the previous confirmation's term (ids minted seconds in the
+// future, and many at one millisecond, an admission time no clock read).
+func TestRenewalsKeepIDsAtTheClock(t *testing.T) {
+	rdb, _ := testenv.Redis(t)
+	ctx := context.Background()
+	const ttl = 900 * time.Millisecond
+	l, err := orderid.LeaseNode(ctx, rdb, ttl, redisack.Policy{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close(ctx)
+	g := orderid.Leased(l)
+	floor := func() int64 {
+		v, _ := rdb.Get(ctx, orderid.FloorKey(l.Node())).Int64()
+		return v
+	}
+	first := floor()
+	testenv.Eventually(t, 5*time.Second, func() error {
+		if f := floor(); f == first {
+			return fmt.Errorf("not renewed yet (floor %d)", f)
+		}
+		return nil
+	})
+	before := time.Now().Truncate(time.Millisecond)
+	id := mustNext(t, g)
+	after := time.Now()
+	if at := orderid.Time(id); at.Before(before) || at.After(after) {
+		t.Fatalf("id minted at %s, outside the minting's window [%s, %s] (%s ahead)", at.Format(time.RFC3339Nano),
+			before.Format(time.RFC3339Nano), after.Format(time.RFC3339Nano), at.Sub(after))
+	}
+}

@@ -46,7 +46,8 @@ func TestAcknowledgedAnswersNameOnlyReplicatedState(t *testing.T) {
 	}
 	svc := orders.New(orders.Config{}, orders.Deps{Stock: st, IDs: orderid.New(1)})
 	buy := func(user string) (int64, error) {
-		return svc.Purchase(ctx, orders.PurchaseRequest{SaleID: sale, UserID: user, ClientIP: "127.0.0.1"})
+		adm, err := svc.Purchase(ctx, orders.PurchaseRequest{SaleID: sale, UserID: user, ClientIP: "127.0.0.1"})
+		return adm.OrderID, err
 	}
 
 	link.Cut()

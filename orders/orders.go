@@ -38,8 +38,11 @@ type Order struct {
 	Reason      string
 	AmountCents int64
 	WorkflowID  string
-	CreatedAt   time.Time
-	UpdatedAt   time.Time
+	// AdmittedAt is when the admitting api admitted the order, on its
+	// clock (see AdmittedAt).
+	AdmittedAt time.Time
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
 	// PaidAt is when a PAID order was paid; nil otherwise.
 	PaidAt *time.Time
 	// Place is a PENDING order's place in its sale's line; zero when the
@@ -206,22 +209,50 @@ func (s *Service) pendingOf(ctx context.Context, userID string) ([]Order, error)
 		return nil, unavailable(err)
 	}
 	var out []Order
+	var refs []domain.OrderRef
 	for sale, id := range held {
 		if written[id] {
 			continue
 		}
-		at := orderid.Time(id)
 		o := Order{
 			ID: id, SaleID: sale, UserID: userID,
-			Status: domain.StatusPending, WorkflowID: domain.WorkflowID(id), CreatedAt: at, UpdatedAt: at,
+			Status: domain.StatusPending, WorkflowID: domain.WorkflowID(id),
 		}
 		if sl := sales[sale]; sl != nil {
 			o.AmountCents = sl.PriceCents
 		}
 		out = append(out, o)
+		refs = append(refs, domain.OrderRef{OrderID: id, SaleID: sale})
 	}
+	s.admissionTimes(ctx, out, refs)
 	s.placeInLine(ctx, out)
 	return out, nil
+}
+
+// admissionTimes sets pending orders' admission times (and their created
+// and updated times, which have no row to come from), as Redis kept them
+// (refs are the orders'). An order admitted before Redis kept them, or
+// when Redis does not answer, shows its id's time, or now if the id fence
+// put that ahead (docs/design.md §3.9): it was not admitted later than
+// either.
+func (s *Service) admissionTimes(ctx context.Context, pending []Order, refs []domain.OrderRef) {
+	if len(pending) == 0 {
+		return
+	}
+	kept, err := s.deps.Stock.AdmissionTimes(ctx, refs)
+	if err != nil {
+		slog.WarnContext(ctx, "reading admission times", "user_id", pending[0].UserID, "err", err)
+	}
+	now := time.Now().Truncate(time.Millisecond).UTC()
+	for i := range pending {
+		at, ok := kept[pending[i].ID]
+		if !ok {
+			if at = orderid.Time(pending[i].ID); at.After(now) {
+				at = now
+			}
+		}
+		pending[i].AdmittedAt, pending[i].CreatedAt, pending[i].UpdatedAt = at, at, at
+	}
 }
 
 // placeInLine sets the place in line of pending orders, in one more round
@@ -249,9 +280,20 @@ func view(o *ent.Order) Order {
 	return Order{
 		ID: o.ID, SaleID: o.SaleID, UserID: o.UserID,
 		Status: domain.Status(o.Status), Reason: o.Reason, AmountCents: o.AmountCents,
-		WorkflowID: domain.WorkflowID(o.ID), CreatedAt: o.CreatedAt.UTC(), UpdatedAt: o.UpdatedAt.UTC(),
+		WorkflowID: domain.WorkflowID(o.ID), AdmittedAt: AdmittedAt(o), CreatedAt: o.CreatedAt.UTC(), UpdatedAt: o.UpdatedAt.UTC(),
 		PaidAt: o.PaidAt,
 	}
+}
+
+// AdmittedAt is when the order's admitting api admitted it, on that api's
+// clock, to the millisecond: its row's admitted_at. A row written by a
+// version that did not record it (until `seckill migrate` fills it in)
+// shows the id's time.
+func AdmittedAt(o *ent.Order) time.Time {
+	if o.AdmittedAt != nil {
+		return o.AdmittedAt.UTC()
+	}
+	return orderid.Time(o.ID)
 }
 
 // View is an order row as its buyer or an operator sees it.

@@ -33,6 +33,15 @@ type PurchaseRequest struct {
 	IdempotencyKey string
 }
 
+// Admission is the order a purchase answers with.
+type Admission struct {
+	OrderID int64
+	// AdmittedAt is this instance's clock when it admitted the order, to
+	// the millisecond: the order's admitted_at. Zero when the order is an
+	// earlier request's (a retry of the winning request).
+	AdmittedAt time.Time
+}
+
 // Purchase runs the admission path: sold-out flag, rate limits, a fenced
 // order id, the reservation in Redis (loading the sale from the database
 // if Redis does not hold it). It returns the order holding the buyer's
@@ -40,7 +49,18 @@ type PurchaseRequest struct {
 // Refusals are domain errors (sold out, already purchased, not started,
 // ended, unknown sale), *domain.RateLimitedError, or domain.ErrUnavailable;
 // an unconfirmed order-id lease wraps orderid.ErrUnfenced too.
-func (s *Service) Purchase(ctx context.Context, req PurchaseRequest) (int64, error) {
+func (s *Service) Purchase(ctx context.Context, req PurchaseRequest) (Admission, error) {
+	var minted Admission
+	id, err := s.purchase(ctx, req, &minted)
+	if id != minted.OrderID {
+		return Admission{OrderID: id}, err
+	}
+	return minted, err
+}
+
+// purchase is Purchase, returning the order that holds the buyer's unit;
+// minted is set to the order it mints, and when.
+func (s *Service) purchase(ctx context.Context, req PurchaseRequest, minted *Admission) (int64, error) {
 	saleID, userID, idemKey := req.SaleID, req.UserID, req.IdempotencyKey
 	if s.soldOut.isSet(saleID) {
 		// The flag spares a sold-out sale the rate limiters, not the
@@ -78,12 +98,17 @@ func (s *Service) Purchase(ctx context.Context, req PurchaseRequest) (int64, err
 	if !s.saleLimits.allow(saleID) {
 		return 0, &domain.RateLimitedError{RetryAfter: s.saleLimits.retryAfter()}
 	}
-	minted, err := s.mint()
+	// The admission time is read before the id is minted, so the id's
+	// time is never before it (it may be after: docs/design.md §3.9).
+	admitted := time.Now().Truncate(time.Millisecond).UTC()
+	id, err := s.mint()
 	if err != nil {
 		return 0, err
 	}
-	p := stock.Purchase{SaleID: saleID, UserID: userID, OrderID: minted, IdempotencyKey: idemKey, BuyerRate: s.cfg.UserRate}
-	id, err := s.reserve(ctx, p)
+	*minted = Admission{OrderID: id, AdmittedAt: admitted}
+	p := stock.Purchase{SaleID: saleID, UserID: userID, OrderID: id, IdempotencyKey: idemKey, BuyerRate: s.cfg.UserRate,
+		AdmittedAt: admitted}
+	id, err = s.reserve(ctx, p)
 	if errors.Is(err, domain.ErrUnknownSale) {
 		// Redis does not know the sale: never warmed, or Redis lost it.
 		// Load it from the database, which knows.

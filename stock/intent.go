@@ -18,6 +18,7 @@ const (
 	IntentUserID           = "user_id"
 	IntentAmountCents      = "amount_cents"
 	IntentReservedMS       = "reserved_ms"        // when Redis admitted the order, Unix ms
+	IntentAdmittedMS       = "admitted_ms"        // the admitting api's clock at admission, Unix ms, when it sent one
 	IntentPaymentTimeoutMS = "payment_timeout_ms" // the sale's own, when it has one
 	IntentTraceparent      = "traceparent"        // the purchase's, when traced
 	IntentIdempotencyKey   = "idem_key"           // the winning request's, when it had one
@@ -72,6 +73,11 @@ func ParseIntent(v map[string]any) (Intent, error) {
 	}
 	if ms, err := num(IntentPaymentTimeoutMS); err == nil && ms > 0 && ms <= math.MaxInt64/int64(time.Millisecond) {
 		in.PaymentTimeout = time.Duration(ms) * time.Millisecond
+	}
+	// Intents written before the api sent its clock carry none: the
+	// order's row then takes the id's time (store.PlaceOrder).
+	if ms, err := num(IntentAdmittedMS); err == nil && ms > 0 {
+		in.Order.AdmittedAt = time.UnixMilli(ms).UTC()
 	}
 	in.Traceparent, _ = v[IntentTraceparent].(string)
 	in.Order.IdempotencyKey, _ = v[IntentIdempotencyKey].(string)

@@ -69,3 +69,17 @@ func TestParseIntentTraceparent(t *testing.T) {
 		t.Errorf("absent traceparent read as %q (%v)", in.Traceparent, err)
 	}
 }
+
+// The admitting api's clock rides along as the order's admission time; an
+// intent written before the api sent it is read without one.
+func TestParseIntentAdmissionTime(t *testing.T) {
+	v := map[string]any{"order_id": "42", "sale_id": "7", "user_id": "alice",
+		"amount_cents": "1999", "reserved_ms": "1700000000000", "admitted_ms": "1699999999987"}
+	if in, err := stock.ParseIntent(v); err != nil || !in.Order.AdmittedAt.Equal(time.UnixMilli(1699999999987)) {
+		t.Errorf("admission time read as %s (%v)", in.Order.AdmittedAt, err)
+	}
+	delete(v, "admitted_ms")
+	if in, err := stock.ParseIntent(v); err != nil || !in.Order.AdmittedAt.IsZero() {
+		t.Errorf("absent admission time read as %s (%v)", in.Order.AdmittedAt, err)
+	}
+}

@@ -26,18 +26,24 @@ type Keys struct {
 	// Line) since the sale was loaded: the line's departures, whose recent
 	// rate estimates a wait.
 	Started string
+	// Admitted maps an order id to the admitting api's clock when it
+	// admitted the order (Unix ms), so an order with no row yet shows its
+	// admission time (orders.pendingOf); reserve.lua writes it, a release
+	// drops it.
+	Admitted string
 }
 
 // KeysFor returns the keys of sale id.
 func KeysFor(saleID int64) Keys {
 	p := keyPrefix(saleID)
 	return Keys{Meta: p + "meta", Stock: p + "stock", Buyers: p + "buyers", Intents: p + "intents", Idem: p + "idem",
-		Version: p + "ver", Released: p + "released", Line: p + "line", Started: p + "started"}
+		Version: p + "ver", Released: p + "released", Line: p + "line", Started: p + "started",
+		Admitted: p + "admitted"}
 }
 
 // All is every key of the sale, for whoever drops a sale from Redis.
 func (k Keys) All() []string {
-	return []string{k.Meta, k.Stock, k.Buyers, k.Intents, k.Idem, k.Version, k.Released, k.Line, k.Started}
+	return []string{k.Meta, k.Stock, k.Buyers, k.Intents, k.Idem, k.Version, k.Released, k.Line, k.Started, k.Admitted}
 }
 
 // RateKey holds a buyer's rate limit state for one sale (limit.lua).

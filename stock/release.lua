@@ -1,7 +1,8 @@
 -- release.lua: give a reserved unit back. The inverse of reserve.lua.
 --
 -- KEYS[1] meta, KEYS[2] stock, KEYS[3] buyers, KEYS[4] idem,
--- KEYS[5] version, KEYS[6] released (the set of released order ids)
+-- KEYS[5] version, KEYS[6] released (the set of released order ids),
+-- KEYS[7] admitted (order id -> admission time, reserve.lua)
 -- ARGV[1] user id, ARGV[2] order id
 --
 -- Released only if buyers[user] is this order, so a late or repeated
@@ -24,6 +25,7 @@ if redis.call('HGET', KEYS[3], ARGV[1]) == ARGV[2] then
   redis.call('INCR', KEYS[2])
   released = 1
 end
+redis.call('HDEL', KEYS[7], ARGV[2])
 if redis.call('SADD', KEYS[6], ARGV[2]) == 1 or released == 1 then
   redis.call('INCR', KEYS[5])
 end

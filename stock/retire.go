@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/fault"
 )
 
@@ -88,6 +90,28 @@ func (s *Stock) HoldersOf(ctx context.Context, userID string) (map[int64]int64, 
 			return nil, fmt.Errorf("holdings of %s in sale %d: bad order id %q", userID, sales[i], v)
 		}
 		out[sales[i]] = id
+	}
+	return out, nil
+}
+
+// AdmissionTimes returns when each of orders was admitted, on its
+// admitting api's clock, by order id, in one round trip: for orders whose
+// row is not written yet. Only OrderID and SaleID are read. An order
+// admitted before the time was kept, or released since, is missing.
+func (s *Stock) AdmissionTimes(ctx context.Context, orders []domain.OrderRef) (map[int64]time.Time, error) {
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.StringCmd, len(orders))
+	for i, o := range orders {
+		cmds[i] = pipe.HGet(ctx, KeysFor(o.SaleID).Admitted, strconv.FormatInt(o.OrderID, 10))
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("admission times: %w", err)
+	}
+	out := make(map[int64]time.Time, len(orders))
+	for i, c := range cmds {
+		if ms, err := c.Int64(); err == nil && ms > 0 {
+			out[orders[i].OrderID] = time.UnixMilli(ms).UTC()
+		}
 	}
 	return out, nil
 }

@@ -1,7 +1,7 @@
 -- retire.lua: drop an ended, drained sale's keys in one atomic step.
 --
 -- KEYS: Keys.All() — meta, stock, buyers, intents, idem, version, released,
--- line, started
+-- line, started, admitted
 -- Returns 1 when the keys were dropped (or were gone already), 0 when the
 -- sale has not ended by Redis's clock or its intent stream still holds
 -- entries: orders whose workflow has not started, which retiring would

@@ -146,6 +146,10 @@ type Purchase struct {
 	// second (a burst of one second's worth), checked in the same script
 	// run as the reservation (limit.lua); 0 or less: no limit.
 	BuyerRate int
+	// AdmittedAt is the admitting api's clock when it admits the buyer:
+	// the intent carries it (to the millisecond) to the order's row, as
+	// the order's admitted_at. Zero writes none.
+	AdmittedAt time.Time
 }
 
 // Admit runs one purchase in one script run: the buyer's rate limit, the
@@ -161,13 +165,16 @@ type Purchase struct {
 // ErrHeldUnconfirmed) and "sold out" (ErrSoldOutUnconfirmed): each is an
 // answer only once a replica holds the state it reports.
 func (s *Stock) Admit(ctx context.Context, p Purchase) (int64, error) {
-	rate := ""
+	rate, admitted := "", ""
 	if p.BuyerRate > 0 {
 		rate = strconv.Itoa(p.BuyerRate)
 	}
+	if !p.AdmittedAt.IsZero() {
+		admitted = strconv.FormatInt(p.AdmittedAt.UnixMilli(), 10)
+	}
 	// fault: purchase.reserve, at the caller.
-	cmd, err := s.ack.Run(ctx, s.rdb, reserveScript, append(admitKeys(p.SaleID), RateKey(p.SaleID, p.UserID)),
-		p.UserID, strconv.FormatInt(p.OrderID, 10), p.IdempotencyKey, p.Traceparent, rate)
+	cmd, err := s.ack.Run(ctx, s.rdb, reserveScript, append(admitKeys(p.SaleID), RateKey(p.SaleID, p.UserID), KeysFor(p.SaleID).Admitted),
+		p.UserID, strconv.FormatInt(p.OrderID, 10), p.IdempotencyKey, p.Traceparent, rate, admitted)
 	if redisack.IsNotAcknowledged(err) {
 		res, rerr := cmd.Slice()
 		_, id, aerr := admission("reserve", res, rerr)
@@ -282,7 +289,7 @@ func admission(op string, res []any, err error) (code, orderID int64, _ error) {
 func (s *Stock) Release(ctx context.Context, saleID int64, userID string, orderID int64) (bool, error) {
 	k := KeysFor(saleID)
 	// fault: at the callers: the saga (retried by Temporal) and reconcile.stranded.release.
-	n, err := releaseScript.Run(ctx, s.rdb, []string{k.Meta, k.Stock, k.Buyers, k.Idem, k.Version, k.Released},
+	n, err := releaseScript.Run(ctx, s.rdb, []string{k.Meta, k.Stock, k.Buyers, k.Idem, k.Version, k.Released, k.Admitted},
 		userID, strconv.FormatInt(orderID, 10)).Int()
 	if err != nil {
 		return false, fmt.Errorf("release: %w", err)

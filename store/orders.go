@@ -85,9 +85,20 @@ func (s *Store) placedEarlier(ctx context.Context, orderID int64) error {
 }
 
 // AdmissionSkew is how far past a sale's end an order's admission time
-// (its id's, read on the minting api's clock) may lie and still be placed:
+// (the admitting api's clock, AdmittedAt) may lie and still be placed:
 // Redis admits by its own clock, and the api's may run ahead of it.
 const AdmissionSkew = time.Second
+
+// AdmittedAt is when ref's order was admitted, on the admitting api's
+// clock, to the millisecond: the time its purchase's intent carried, or,
+// for an order admitted before intents carried one, its id's time (which
+// the id fence may put ahead of the clock, docs/design.md §3.9).
+func AdmittedAt(ref domain.OrderRef) time.Time {
+	if ref.AdmittedAt.IsZero() {
+		return orderid.Time(ref.OrderID)
+	}
+	return ref.AdmittedAt.Truncate(time.Millisecond).UTC()
+}
 
 // errDeducted: the order's DEDUCT ledger row exists, written by an earlier
 // attempt that committed.
@@ -115,9 +126,9 @@ func deduct(ctx context.Context, tx *ent.Tx, ref domain.OrderRef) error {
 	// An order admitted after the sale's end is refused: Redis admits by
 	// its own copy of the window, which an operator's end reaches only
 	// after the database (docs/design.md §7), and the relay may start
-	// the order minutes later. The order id carries its admission time;
+	// the order minutes later. The order carries its admission time;
 	// winners admitted before the end keep their orders.
-	admitted := orderid.Time(ref.OrderID)
+	admitted := AdmittedAt(ref)
 	n, err := tx.Sale.Update().
 		Where(sale.ID(ref.SaleID), sale.StockGT(0), sale.CancelledAtIsNil(), sale.EndsAtGT(admitted.Add(-AdmissionSkew))).
 		AddStock(-1).Save(ctx)
@@ -238,7 +249,7 @@ func (s *Store) insertOrder(ctx context.Context, c *ent.OrderClient, ref domain.
 	err := c.Create().
 		SetID(ref.OrderID).SetSaleID(ref.SaleID).SetUserID(ref.UserID).
 		SetAmountCents(ref.AmountCents).SetIdempotencyKey(ref.IdempotencyKey).
-		SetStatus(order.Status(status)).SetReason(reason).
+		SetStatus(order.Status(status)).SetReason(reason).SetAdmittedAt(AdmittedAt(ref)).
 		OnConflictColumns(order.FieldID).DoNothing().
 		Exec(ctx)
 	if errors.Is(err, sql.ErrNoRows) {

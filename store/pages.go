@@ -5,6 +5,9 @@ import (
 	"database/sql"
 	"fmt"
 	"math"
+	"time"
+
+	entsql "entgo.io/ent/dialect/sql"
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/ent"
@@ -14,7 +17,7 @@ import (
 )
 
 // The lists page by key (docs/design.md §6.6): a page is the rows past
-// the last id of the page before, read through an index on that order, so
+// the last key of the page before, read through an index on that order, so
 // page n costs what page 1 costs and a row written or changed between two
 // pages neither repeats nor shifts the rows after it, as OFFSET would.
 
@@ -22,16 +25,41 @@ import (
 type SaleOrderFilter struct {
 	// Status, if set, keeps the orders of that status only.
 	Status domain.Status
-	// FromID and ToID bound the ids: FromID <= id < ToID (ToID 0: no
-	// bound). Ids are minted in time order, so a window of admission
-	// times is a range of ids (orderid.FirstAt).
-	FromID, ToID int64
+	// Since and Until bound the orders' admitted_at: Since <= admitted_at
+	// < Until (zero: no bound). The sale's orders are indexed by it
+	// (sale_id, [status,] admitted_at, id), so a window is a range.
+	Since, Until time.Time
 }
 
-func (f SaleOrderFilter) where(saleID, after int64) []predicate.Order {
-	ps := []predicate.Order{order.SaleID(saleID), order.IDGT(max(after, f.FromID-1))}
-	if f.ToID > 0 {
-		ps = append(ps, order.IDLT(f.ToID))
+// SaleOrderKey is an order's place in its sale's lists: admission time,
+// then id (ids of one millisecond, or of two api instances, need not
+// follow their admission times). The zero key is before every order.
+type SaleOrderKey struct {
+	AdmittedAt time.Time
+	ID         int64
+}
+
+// KeyOf is a row's SaleOrderKey.
+func KeyOf(o *ent.Order) SaleOrderKey {
+	var at time.Time
+	if o.AdmittedAt != nil {
+		at = *o.AdmittedAt
+	}
+	return SaleOrderKey{AdmittedAt: at, ID: o.ID}
+}
+
+func (f SaleOrderFilter) where(saleID int64, after SaleOrderKey) []predicate.Order {
+	ps := []predicate.Order{order.SaleID(saleID), order.AdmittedAtNotNil()}
+	if after.ID > 0 {
+		ps = append(ps, func(s *entsql.Selector) {
+			s.Where(entsql.CompositeGT([]string{s.C(order.FieldAdmittedAt), s.C(order.FieldID)}, after.AdmittedAt, after.ID))
+		})
+	}
+	if !f.Since.IsZero() {
+		ps = append(ps, order.AdmittedAtGTE(f.Since))
+	}
+	if !f.Until.IsZero() {
+		ps = append(ps, order.AdmittedAtLT(f.Until))
 	}
 	if f.Status != "" {
 		ps = append(ps, order.StatusEQ(order.Status(f.Status)))
@@ -39,33 +67,36 @@ func (f SaleOrderFilter) where(saleID, after int64) []predicate.Order {
 	return ps
 }
 
-// SaleOrders returns up to limit of the sale's orders past the id after
-// (0: from the first), in id order.
-func (s *Store) SaleOrders(ctx context.Context, saleID int64, f SaleOrderFilter, after int64, limit int) ([]*ent.Order, error) {
+// SaleOrders returns up to limit of the sale's orders past the key after
+// (zero: from the first), in order of admission (SaleOrderKey). Rows
+// without an admission time (written by an earlier version since the
+// last `seckill migrate`) are in no list until migrate fills it in.
+func (s *Store) SaleOrders(ctx context.Context, saleID int64, f SaleOrderFilter, after SaleOrderKey, limit int) ([]*ent.Order, error) {
 	return saleOrders(ctx, s.db.Order, saleID, f, after, limit)
 }
 
-func saleOrders(ctx context.Context, c *ent.OrderClient, saleID int64, f SaleOrderFilter, after int64, limit int) ([]*ent.Order, error) {
+func saleOrders(ctx context.Context, c *ent.OrderClient, saleID int64, f SaleOrderFilter, after SaleOrderKey, limit int) ([]*ent.Order, error) {
 	os, err := c.Query().Where(f.where(saleID, after)...).
-		Order(ent.Asc(order.FieldID)).Limit(limit).All(ctx)
+		Order(ent.Asc(order.FieldAdmittedAt), ent.Asc(order.FieldID)).Limit(limit).All(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("orders of sale %d: %w", saleID, err)
 	}
 	return os, nil
 }
 
-// ExportSaleOrders hands the sale's orders to emit, in id order, a page of
-// at most pageSize at a time. Each page is its own short query by key (the
-// rows past the last id handed out), and nothing is held while emit runs:
-// no transaction, no snapshot, no connection. An export to a client that
-// reads slowly, or not at all, then takes no connection from the pool (the
-// only one, on SQLite) and keeps no snapshot that vacuum must wait for.
+// ExportSaleOrders hands the sale's orders to emit, in order of admission
+// (SaleOrderKey), a page of at most pageSize at a time. Each page is its
+// own short query by key (the rows past the last key handed out), and
+// nothing is held while emit runs: no transaction, no snapshot, no
+// connection. An export to a client that reads slowly, or not at all, then
+// takes no connection from the pool (the only one, on SQLite) and keeps no
+// snapshot that vacuum must wait for.
 //
 // What the pages add up to is what a walk of SaleOrders lists: every row
 // as it was when its page was read; every order that had a row when the
-// export began and still matches f when the export reaches its id, once;
+// export began and still matches f when the export reaches its key, once;
 // an order written during the export once if the export had not passed its
-// id yet, else not at all; no order twice. It holds one page in memory. An
+// key yet, else not at all; no order twice. It holds one page in memory. An
 // error from emit stops the export and is returned. It returns
 // domain.ErrUnknownSale first if there is no such sale.
 func (s *Store) ExportSaleOrders(ctx context.Context, saleID int64, f SaleOrderFilter, pageSize int, emit func([]*ent.Order) error) error {
@@ -74,7 +105,7 @@ func (s *Store) ExportSaleOrders(ctx context.Context, saleID int64, f SaleOrderF
 	} else if !ok {
 		return domain.ErrUnknownSale
 	}
-	for after := int64(0); ; {
+	for after := (SaleOrderKey{}); ; {
 		// All reads the page and gives its connection back before emit.
 		page, err := saleOrders(ctx, s.db.Order, saleID, f, after, pageSize)
 		if err != nil {
@@ -84,7 +115,7 @@ func (s *Store) ExportSaleOrders(ctx context.Context, saleID int64, f SaleOrderF
 			if err := emit(page); err != nil {
 				return err
 			}
-			after = page[len(page)-1].ID
+			after = KeyOf(page[len(page)-1])
 		}
 		if len(page) < pageSize {
 			return nil

@@ -15,23 +15,25 @@ import (
 	"github.com/seckill/seckill/store"
 )
 
-// mintRows mints n ids and makes a row of sale for each, the statuses
-// going round statuses.
+// mintRows mints n ids and makes a row of sale for each, admitted a
+// millisecond apart in id order, the statuses going round statuses.
 func mintRows(t *testing.T, sale int64, n int, statuses ...domain.Status) []testenv.OrderRow {
 	t.Helper()
 	g := orderid.New(7)
+	start := time.Now().Truncate(time.Millisecond).Add(-time.Hour)
 	rows := make([]testenv.OrderRow, n)
 	for i := range rows {
 		id, err := g.Next()
 		if err != nil {
 			t.Fatal(err)
 		}
-		rows[i] = testenv.OrderRow{ID: id, SaleID: sale, UserID: fmt.Sprintf("buyer-%d", i), Status: statuses[i%len(statuses)]}
+		rows[i] = testenv.OrderRow{ID: id, SaleID: sale, UserID: fmt.Sprintf("buyer-%d", i), Status: statuses[i%len(statuses)],
+			AdmittedAt: start.Add(time.Duration(i) * time.Millisecond)}
 	}
 	return rows
 }
 
-func TestSaleOrdersPageByID(t *testing.T) {
+func TestSaleOrdersPageByAdmission(t *testing.T) {
 	backends(t, func(t *testing.T, st *store.Store) {
 		ctx := context.Background()
 		sale, other := newSale(t, st, 10), newSale(t, st, 10)
@@ -43,7 +45,7 @@ func TestSaleOrdersPageByID(t *testing.T) {
 		testenv.WriteOrders(t, st, mintRows(t, other, 5, domain.StatusPaid))
 
 		var got []int64
-		for after := int64(0); ; {
+		for after := (store.SaleOrderKey{}); ; {
 			page, err := st.SaleOrders(ctx, sale, store.SaleOrderFilter{Status: domain.StatusPaid}, after, 30)
 			if err != nil {
 				t.Fatal(err)
@@ -54,7 +56,7 @@ func TestSaleOrdersPageByID(t *testing.T) {
 			if len(page) < 30 {
 				break
 			}
-			after = page[len(page)-1].ID
+			after = store.KeyOf(page[len(page)-1])
 		}
 		var want []int64
 		for _, r := range rows {
@@ -66,14 +68,14 @@ func TestSaleOrdersPageByID(t *testing.T) {
 			t.Fatalf("paged PAID orders: %d ids, want the %d PAID ones in id order", len(got), len(want))
 		}
 
-		// A window of ids keeps the rows inside it.
-		f := store.SaleOrderFilter{FromID: rows[10].ID, ToID: rows[20].ID}
-		page, err := st.SaleOrders(ctx, sale, f, 0, 100)
+		// A window of admission times keeps the rows inside it.
+		f := store.SaleOrderFilter{Since: rows[10].AdmittedAt, Until: rows[20].AdmittedAt}
+		page, err := st.SaleOrders(ctx, sale, f, store.SaleOrderKey{}, 100)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(page) != 10 || page[0].ID != rows[10].ID || page[9].ID != rows[19].ID {
-			t.Fatalf("ids [rows[10], rows[20]): got %d rows", len(page))
+			t.Fatalf("admitted in [rows[10], rows[20]): got %d rows", len(page))
 		}
 	})
 }
@@ -112,7 +114,7 @@ func TestExportHoldsNothingBetweenPages(t *testing.T) {
 			defer cancel()
 			for _, r := range append([]testenv.OrderRow{behind}, late...) {
 				if err := st.Client().Order.Create().SetID(r.ID).SetSaleID(r.SaleID).SetUserID(r.UserID).
-					SetAmountCents(100).SetStatus(order.Status(r.Status)).Exec(wctx); err != nil {
+					SetAmountCents(100).SetStatus(order.Status(r.Status)).SetAdmittedAt(r.AdmittedAt).Exec(wctx); err != nil {
 					t.Fatalf("write order %d beside the export: %v", r.ID, err)
 				}
 			}
@@ -142,6 +144,49 @@ func TestExportHoldsNothingBetweenPages(t *testing.T) {
 		}
 		if err := st.ExportSaleOrders(ctx, 999, store.SaleOrderFilter{}, 300, func([]*ent.Order) error { return nil }); err != domain.ErrUnknownSale {
 			t.Fatalf("export of an unknown sale: %v, want ErrUnknownSale", err)
+		}
+	})
+}
+
+// An order's row keeps the admission time its intent carried, whatever
+// time its id encodes (the id fence may put that seconds ahead); a ref
+// without one (a workflow started before intents carried it) takes the
+// id's; and a row written without one (by an earlier version) gets the
+// id's from Migrate, so that every row is in the lists.
+func TestRowsKeepTheirAdmissionTime(t *testing.T) {
+	backends(t, func(t *testing.T, st *store.Store) {
+		ctx := context.Background()
+		sale := newSale(t, st, 10)
+		now := time.Now().Truncate(time.Millisecond).UTC()
+		ahead := orderid.FirstAt(now.Add(20*time.Second)) | 3<<12 // minted above a lease floor
+		if err := st.PlaceOrder(ctx, domain.OrderRef{OrderID: ahead, SaleID: sale, UserID: "fenced", AmountCents: 49900,
+			AdmittedAt: now}); err != nil {
+			t.Fatal(err)
+		}
+		old := orderid.FirstAt(now.Add(-time.Second)) | 3<<12
+		if err := st.PlaceOrder(ctx, domain.OrderRef{OrderID: old, SaleID: sale, UserID: "before", AmountCents: 49900}); err != nil {
+			t.Fatal(err)
+		}
+		unrecorded := orderid.FirstAt(now.Add(-2*time.Second)) | 3<<12
+		if err := st.Client().Order.Create().SetID(unrecorded).SetSaleID(sale).SetUserID("earlier-version").
+			SetAmountCents(49900).SetStatus(order.StatusAWAITING_PAYMENT).Exec(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Migrate(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for id, want := range map[int64]time.Time{ahead: now, old: orderid.Time(old), unrecorded: orderid.Time(unrecorded)} {
+			row, err := st.Order(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if row.AdmittedAt == nil || !row.AdmittedAt.Equal(want) {
+				t.Errorf("order %s admitted_at = %v, want %s", row.UserID, row.AdmittedAt, want.Format(time.RFC3339Nano))
+			}
+		}
+		page, err := st.SaleOrders(ctx, sale, store.SaleOrderFilter{Since: now, Until: now.Add(time.Millisecond)}, store.SaleOrderKey{}, 10)
+		if err != nil || len(page) != 1 || page[0].ID != ahead {
+			t.Fatalf("orders admitted in the millisecond %s: %d rows (%v), want the fenced one", now.Format(time.RFC3339Nano), len(page), err)
 		}
 	})
 }

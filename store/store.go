@@ -16,7 +16,9 @@ import (
 	_ "github.com/lib/pq" // the Postgres driver
 
 	"github.com/seckill/seckill/ent"
+	"github.com/seckill/seckill/ent/order"
 	"github.com/seckill/seckill/internal/redact"
+	"github.com/seckill/seckill/orderid"
 )
 
 // Store wraps the ent client.
@@ -106,12 +108,42 @@ func openSQLite(path string) (*sql.DB, error) {
 	return db, nil
 }
 
-// Migrate creates or updates the tables, indexes and constraints.
+// Migrate creates or updates the tables, indexes and constraints, then
+// gives the order rows without an admission time (written before the
+// column existed, or since by an earlier version) their id's time.
 func (s *Store) Migrate(ctx context.Context) error {
 	if err := s.db.Schema.Create(ctx); err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
+	if err := s.fillAdmittedAt(ctx); err != nil {
+		return fmt.Errorf("migrate: fill in orders' admitted_at: %w", err)
+	}
 	return nil
+}
+
+// fillAdmittedAt sets admitted_at from the id where it is missing: the
+// time the id was minted at, the nearest there is (docs/design.md §6.6).
+// Postgres does it in one statement; SQLite (seckill dev) row by row, in
+// Go, which writes times in the driver's own format.
+func (s *Store) fillAdmittedAt(ctx context.Context) error {
+	if s.dialect == dialectPostgres {
+		_, err := s.sql.ExecContext(ctx, fmt.Sprintf(`UPDATE orders
+SET admitted_at = timestamptz 'epoch' + ((id >> %d) + %d) * interval '1 millisecond'
+WHERE admitted_at IS NULL`, orderid.TimeShift, orderid.Epoch))
+		return err
+	}
+	ids, err := s.db.Order.Query().Where(order.AdmittedAtIsNil()).IDs(ctx)
+	if err != nil || len(ids) == 0 {
+		return err
+	}
+	return s.withTx(ctx, func(tx *ent.Tx) error {
+		for _, id := range ids {
+			if err := tx.Order.UpdateOneID(id).SetAdmittedAt(orderid.Time(id)).Exec(ctx); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // DB is the connection pool, for pool metrics.

@@ -86,7 +86,7 @@ type Order struct {
 	WorkflowID  string        `json:"workflow_id" doc:"The id of the order's Temporal workflow, for the Temporal Web UI."`
 	// WorkflowURL is set when the deployment names its Web UI.
 	WorkflowURL string    `json:"workflow_url,omitempty" format:"uri" doc:"The order's workflow in the Temporal Web UI; absent when the deployment has no Web UI configured."`
-	AdmittedAt  time.Time `json:"admitted_at" doc:"When the buyer was admitted (the purchase's 202): the order's id encodes it, to the millisecond."`
+	AdmittedAt  time.Time `json:"admitted_at" doc:"When the buyer was admitted (the purchase's 202), on the admitting api's clock, to the millisecond. Not the time the order's id encodes, which may run seconds ahead. For orders admitted before the api recorded it: the time the order's id encodes (never later than the time of the read for an order not written yet)."`
 	CreatedAt   time.Time `json:"created_at" doc:"When the order was written to the database (for an order not written yet: when it was admitted)."`
 	UpdatedAt   time.Time `json:"updated_at"`
 	// PaidAt is set once the order is PAID.

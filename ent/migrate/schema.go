@@ -44,6 +44,7 @@ var (
 		{Name: "created_at", Type: field.TypeTime},
 		{Name: "updated_at", Type: field.TypeTime},
 		{Name: "paid_at", Type: field.TypeTime, Nullable: true},
+		{Name: "admitted_at", Type: field.TypeTime, Nullable: true},
 		{Name: "sale_id", Type: field.TypeInt64},
 	}
 	// OrdersTable holds the schema information for the "orders" table.
@@ -54,7 +55,7 @@ var (
 		ForeignKeys: []*schema.ForeignKey{
 			{
 				Symbol:     "orders_sales_orders",
-				Columns:    []*schema.Column{OrdersColumns[10]},
+				Columns:    []*schema.Column{OrdersColumns[11]},
 				RefColumns: []*schema.Column{SalesColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
@@ -63,7 +64,7 @@ var (
 			{
 				Name:    "orders_one_live_per_buyer",
 				Unique:  true,
-				Columns: []*schema.Column{OrdersColumns[10], OrdersColumns[1]},
+				Columns: []*schema.Column{OrdersColumns[11], OrdersColumns[1]},
 				Annotation: &entsql.IndexAnnotation{
 					Where: "status NOT IN ('CANCELLED', 'EXPIRED', 'FAILED')",
 				},
@@ -76,12 +77,17 @@ var (
 			{
 				Name:    "order_sale_id_id",
 				Unique:  false,
-				Columns: []*schema.Column{OrdersColumns[10], OrdersColumns[0]},
+				Columns: []*schema.Column{OrdersColumns[11], OrdersColumns[0]},
 			},
 			{
-				Name:    "order_sale_id_status_id",
+				Name:    "order_sale_id_admitted_at_id",
 				Unique:  false,
-				Columns: []*schema.Column{OrdersColumns[10], OrdersColumns[4], OrdersColumns[0]},
+				Columns: []*schema.Column{OrdersColumns[11], OrdersColumns[10], OrdersColumns[0]},
+			},
+			{
+				Name:    "order_sale_id_status_admitted_at_id",
+				Unique:  false,
+				Columns: []*schema.Column{OrdersColumns[11], OrdersColumns[4], OrdersColumns[10], OrdersColumns[0]},
 			},
 		},
 	}

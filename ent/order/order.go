@@ -35,6 +35,8 @@ const (
 	FieldUpdatedAt = "updated_at"
 	// FieldPaidAt holds the string denoting the paid_at field in the database.
 	FieldPaidAt = "paid_at"
+	// FieldAdmittedAt holds the string denoting the admitted_at field in the database.
+	FieldAdmittedAt = "admitted_at"
 	// EdgeSale holds the string denoting the sale edge name in mutations.
 	EdgeSale = "sale"
 	// Table holds the table name of the order in the database.
@@ -61,6 +63,7 @@ var Columns = []string{
 	FieldCreatedAt,
 	FieldUpdatedAt,
 	FieldPaidAt,
+	FieldAdmittedAt,
 }
 
 // ValidColumn reports if the column name is valid (part of the table columns).
@@ -183,6 +186,11 @@ func ByUpdatedAt(opts ...sql.OrderTermOption) OrderOption {
 // ByPaidAt orders the results by the paid_at field.
 func ByPaidAt(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldPaidAt, opts...).ToFunc()
+}
+
+// ByAdmittedAt orders the results by the admitted_at field.
+func ByAdmittedAt(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldAdmittedAt, opts...).ToFunc()
 }
 
 // BySaleField orders the results by sale field.

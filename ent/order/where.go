@@ -100,6 +100,11 @@ func PaidAt(v time.Time) predicate.Order {
 	return predicate.Order(sql.FieldEQ(FieldPaidAt, v))
 }
 
+// AdmittedAt applies equality check predicate on the "admitted_at" field. It's identical to AdmittedAtEQ.
+func AdmittedAt(v time.Time) predicate.Order {
+	return predicate.Order(sql.FieldEQ(FieldAdmittedAt, v))
+}
+
 // SaleIDEQ applies the EQ predicate on the "sale_id" field.
 func SaleIDEQ(v int64) predicate.Order {
 	return predicate.Order(sql.FieldEQ(FieldSaleID, v))
@@ -543,6 +548,56 @@ func PaidAtIsNil() predicate.Order {
 // PaidAtNotNil applies the NotNil predicate on the "paid_at" field.
 func PaidAtNotNil() predicate.Order {
 	return predicate.Order(sql.FieldNotNull(FieldPaidAt))
+}
+
+// AdmittedAtEQ applies the EQ predicate on the "admitted_at" field.
+func AdmittedAtEQ(v time.Time) predicate.Order {
+	return predicate.Order(sql.FieldEQ(FieldAdmittedAt, v))
+}
+
+// AdmittedAtNEQ applies the NEQ predicate on the "admitted_at" field.
+func AdmittedAtNEQ(v time.Time) predicate.Order {
+	return predicate.Order(sql.FieldNEQ(FieldAdmittedAt, v))
+}
+
+// AdmittedAtIn applies the In predicate on the "admitted_at" field.
+func AdmittedAtIn(vs ...time.Time) predicate.Order {
+	return predicate.Order(sql.FieldIn(FieldAdmittedAt, vs...))
+}
+
+// AdmittedAtNotIn applies the NotIn predicate on the "admitted_at" field.
+func AdmittedAtNotIn(vs ...time.Time) predicate.Order {
+	return predicate.Order(sql.FieldNotIn(FieldAdmittedAt, vs...))
+}
+
+// AdmittedAtGT applies the GT predicate on the "admitted_at" field.
+func AdmittedAtGT(v time.Time) predicate.Order {
+	return predicate.Order(sql.FieldGT(FieldAdmittedAt, v))
+}
+
+// AdmittedAtGTE applies the GTE predicate on the "admitted_at" field.
+func AdmittedAtGTE(v time.Time) predicate.Order {
+	return predicate.Order(sql.FieldGTE(FieldAdmittedAt, v))
+}
+
+// AdmittedAtLT applies the LT predicate on the "admitted_at" field.
+func AdmittedAtLT(v time.Time) predicate.Order {
+	return predicate.Order(sql.FieldLT(FieldAdmittedAt, v))
+}
+
+// AdmittedAtLTE applies the LTE predicate on the "admitted_at" field.
+func AdmittedAtLTE(v time.Time) predicate.Order {
+	return predicate.Order(sql.FieldLTE(FieldAdmittedAt, v))
+}
+
+// AdmittedAtIsNil applies the IsNil predicate on the "admitted_at" field.
+func AdmittedAtIsNil() predicate.Order {
+	return predicate.Order(sql.FieldIsNull(FieldAdmittedAt))
+}
+
+// AdmittedAtNotNil applies the NotNil predicate on the "admitted_at" field.
+func AdmittedAtNotNil() predicate.Order {
+	return predicate.Order(sql.FieldNotNull(FieldAdmittedAt))
 }
 
 // HasSale applies the HasEdge predicate on the "sale" edge.

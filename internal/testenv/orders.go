@@ -17,6 +17,8 @@ type OrderRow struct {
 	ID, SaleID int64
 	UserID     string
 	Status     domain.Status
+	// AdmittedAt is the row's admitted_at; zero: the id's time.
+	AdmittedAt time.Time
 }
 
 // WriteOrders writes rows in the order given, a few hundred per
@@ -29,7 +31,8 @@ func WriteOrders(t testing.TB, st *store.Store, rows []OrderRow) {
 		creates := make([]*ent.OrderCreate, n)
 		for i, r := range rows[:n] {
 			c := st.Client().Order.Create().SetID(r.ID).SetSaleID(r.SaleID).SetUserID(r.UserID).
-				SetAmountCents(19900).SetStatus(order.Status(r.Status))
+				SetAmountCents(19900).SetStatus(order.Status(r.Status)).
+				SetAdmittedAt(store.AdmittedAt(domain.OrderRef{OrderID: r.ID, AdmittedAt: r.AdmittedAt}))
 			if r.Status == domain.StatusPaid {
 				c.SetPaidAt(time.Now())
 			}
