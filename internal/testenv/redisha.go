@@ -204,7 +204,7 @@ func (h *RedisHA) AwaitFailover(old string, within time.Duration) string {
 				return fmt.Errorf("sentinel %s still names %s", s.addr(), old)
 			}
 		}
-		if role := h.role(now); role != "master" {
+		if role := serverRole(now); role != "master" {
 			return fmt.Errorf("%s is %q, not yet the primary", now, role)
 		}
 		return nil
@@ -217,7 +217,7 @@ func (h *RedisHA) AwaitFailover(old string, within time.Duration) string {
 func (h *RedisHA) AwaitReplica(addr string, within time.Duration) {
 	h.t.Helper()
 	Eventually(h.t, within, func() error {
-		if role := h.role(addr); role != "slave" {
+		if role := serverRole(addr); role != "slave" {
 			return fmt.Errorf("%s is %q, not a replica", addr, role)
 		}
 		return nil
@@ -231,17 +231,6 @@ func (h *RedisHA) AwaitReplica(addr string, within time.Duration) {
 		}
 		return fmt.Errorf("%s is not among the replicas in sync %v", addr, replicas)
 	})
-}
-
-// role is the server's role as it reports it ("master", "slave"), or "".
-func (h *RedisHA) role(addr string) string {
-	c := redis.NewClient(&redis.Options{Addr: addr})
-	defer c.Close()
-	info, err := c.Info(context.Background(), "replication").Result()
-	if err != nil {
-		return ""
-	}
-	return infoField(info, "role")
 }
 
 // waitInSync waits until the primary at addr has n replicas online that
