@@ -146,7 +146,8 @@ func TestSplitBrainLosesNoMoreThanTheFenceAllows(t *testing.T) {
 		len(b.answers), b.won["good"], b.won["stale"], staleAfterCut, lost, b.codes())
 	record("Split brain: the primary and one replica cut off from the Sentinels and the other replica for the failover, "+
 		"an api and a worker still on the old primary's address (fenced), then healed",
-		fmt.Sprintf("the fence stopped the old primary's 202s within %v of the cut; %d of its %d 202s after the cut lost, each named by the audit",
+		fmt.Sprintf("the fence stopped the old primary's 202s within %v of the cut; %d of its %d 202s after the cut lost, each named by the audit; "+
+			"the orders are left awaiting payment and audited --settled (the row's wave and verdict columns say so by hand)",
 			fenceBound, lost, staleAfterCut),
 		bench.Result{Accepted: b.won["good"] + b.won["stale"], Lost: &bench.Lost{Checked: b.won["good"] + b.won["stale"], Lost: lost}},
 		map[bool]string{true: "OK: every invariant holds", false: "violated"}[lost == 0 && rep.Oversold == 0])
