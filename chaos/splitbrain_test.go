@@ -52,7 +52,9 @@ func TestSplitBrainLosesNoMoreThanTheFenceAllows(t *testing.T) {
 
 	b := newBrain(c, sale)
 	stop := b.buy(map[string]string{"good": good, "stale": old}, 4, 40*time.Millisecond)
-	b.await(t, "purchases on both sides before the cut", func() bool { return b.wonAfter(time.Time{}, "good") >= 20 && b.wonAfter(time.Time{}, "stale") >= 20 })
+	b.await(t, "purchases on both sides before the cut", func() bool {
+		return b.count("good", time.Time{}, true) >= 20 && b.count("stale", time.Time{}, true) >= 20
+	})
 
 	t.Logf("%v: the wave is on", time.Since(began))
 	sb.Partition()
@@ -60,14 +62,14 @@ func TestSplitBrainLosesNoMoreThanTheFenceAllows(t *testing.T) {
 	b.mark(&b.cut, cut)
 	sb.AwaitPromotion(time.Minute)
 	t.Logf("%v: the Sentinels promoted Across %v after the cut", time.Since(began), time.Since(cut))
-	b.await(t, "the stale api's answers after the promotion", func() bool { return b.after(cut.Add(fenceBound+time.Second), "stale") >= 20 })
+	b.await(t, "the stale api's answers after the promotion", func() bool { return b.count("stale", cut.Add(fenceBound+time.Second), false) >= 20 })
 	sb.Heal()
 	t.Logf("%v: healed", time.Since(began))
 	sb.AwaitDemotion(time.Minute)
 	healed := time.Now()
 	t.Logf("%v: the old primary is Across's replica", time.Since(began))
 	b.mark(&b.healed, healed)
-	b.await(t, "202s on the Sentinel URL after the heal", func() bool { return b.wonAfter(healed, "good") >= 20 })
+	b.await(t, "202s on the Sentinel URL after the heal", func() bool { return b.count("good", healed, true) >= 20 })
 	stop()
 
 	t.Logf("before the retries: %s", b.summary())
@@ -286,30 +288,26 @@ func (b *brain) finals() map[string]string {
 	return out
 }
 
-// after counts the answers api gave to purchases sent after t.
-func (b *brain) after(t time.Time, api string) int {
+// count counts the answers api gave to purchases sent after t (202s
+// only, if won).
+func (b *brain) count(api string, t time.Time, won bool) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	n := 0
 	for _, a := range b.answers {
-		if a.api == api && a.sent.After(t) {
+		if a.api == api && a.sent.After(t) && (!won || a.code == "") {
 			n++
 		}
 	}
 	return n
 }
 
-// wonAfter counts the 202s api gave to purchases sent after t.
-func (b *brain) wonAfter(t time.Time, api string) int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	n := 0
-	for _, a := range b.answers {
-		if a.api == api && a.code == "" && a.sent.After(t) {
-			n++
-		}
+// label is an answer's status: "202", or the problem's code.
+func (a brainAnswer) label() string {
+	if a.code == "" {
+		return "202"
 	}
-	return n
+	return a.code
 }
 
 // summary counts the answers by api and code before the cut, during the
@@ -331,7 +329,7 @@ func (b *brain) summary() string {
 		if phases[key] == nil {
 			phases[key] = map[string]int{}
 		}
-		phases[key][map[bool]string{true: "202", false: a.code}[a.code == ""]]++
+		phases[key][a.label()]++
 	}
 	return fmt.Sprint(phases)
 }
@@ -341,7 +339,7 @@ func (b *brain) codes() map[string]int {
 	defer b.mu.Unlock()
 	out := map[string]int{}
 	for _, a := range b.answers {
-		out[map[bool]string{true: "202", false: a.code}[a.code == ""]]++
+		out[a.label()]++
 	}
 	return out
 }

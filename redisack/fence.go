@@ -35,11 +35,10 @@ import (
 // the newest configuration last reached the primary: at most
 // Lease+Silence after a partition began. (A primary a failover replaced
 // is named by the older configuration only, so the exception never holds
-// it.) A
-// primary cut off from the Sentinels acknowledges for that long at most,
-// whatever its replicas do, and a process cut off from them (or one that
-// still writes to a demoted primary's address) stops at once its lease
-// runs out. That span is the bound the guarantee table states.
+// it.) A primary cut off from the Sentinels acknowledges for that long at
+// most, whatever its replicas do, and a process cut off from them (or one
+// that still writes to a demoted primary's address) stops at once its
+// lease runs out. That span is the bound the guarantee table states.
 type Fence struct {
 	// Every is how often the Sentinels are asked; default 250 ms.
 	Every time.Duration
@@ -112,9 +111,9 @@ func (f *Fence) Why() string {
 	return f.why
 }
 
-// Run checks every Every until ctx ends.
-// While the fence does not hold it checks every 50 ms, so that writes
-// resume as soon as a failover's new primary is confirmed.
+// Run checks every Every until ctx ends; while the fence does not hold,
+// every 50 ms, so that writes resume as soon as a failover's new primary
+// is confirmed.
 func (f *Fence) Run(ctx context.Context) {
 	for {
 		next := f.every()
@@ -138,8 +137,8 @@ const (
 
 // Check asks the Sentinels once: the fence holds for Lease from the
 // check's start if a majority confirms the primary, and stops holding at
-// once if the Sentinels say otherwise (the error says why). Checks must not overlap: Run makes
-// them one after another.
+// once if the Sentinels say otherwise (the error says why). Checks must
+// not overlap: Run makes them one after another.
 func (f *Fence) Check(ctx context.Context) error {
 	began := time.Since(f.start)
 	ctx, cancel := context.WithTimeout(ctx, f.lease())

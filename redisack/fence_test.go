@@ -14,16 +14,21 @@ import (
 	"github.com/seckill/seckill/redisack"
 )
 
-// fenceOf is a fence on rdb asked of the split brain's Sentinels.
-func fenceOf(t *testing.T, sb *testenv.SplitBrain, rdb redis.UniversalClient) *redisack.Fence {
+// fencedPrimary starts a split brain and returns it with a client of its
+// primary's own address and a fence on that client, asked of its
+// Sentinels; the fence has not checked yet.
+func fencedPrimary(t *testing.T) (*testenv.SplitBrain, *redis.Client, *redisack.Fence) {
 	t.Helper()
+	sb := testenv.StartSplitBrain(t)
+	rdb := redis.NewClient(&redis.Options{Addr: sb.Primary.Addr()})
+	t.Cleanup(func() { rdb.Close() })
 	sn, ok, err := redisconf.SentinelsOf(sb.URL(0))
 	if !ok || err != nil {
 		t.Fatalf("sentinels of %s: %v %v", sb.URL(0), ok, err)
 	}
 	f := redisack.NewFence(rdb, sn.Master, sn.Addrs, sn.Options)
 	t.Cleanup(f.Close)
-	return f
+	return sb, rdb, f
 }
 
 // The hole the fence closes, and the fence closing it: the primary and one
@@ -36,11 +41,8 @@ func fenceOf(t *testing.T, sb *testenv.SplitBrain, rdb redis.UniversalClient) *r
 // replica: the fence stays closed throughout.
 func TestTheFenceStopsAPrimaryTheSentinelsLeft(t *testing.T) {
 	t.Parallel()
-	sb := testenv.StartSplitBrain(t)
-	rdb := redis.NewClient(&redis.Options{Addr: sb.Primary.Addr()})
-	defer rdb.Close()
+	sb, rdb, f := fencedPrimary(t)
 	ctx := context.Background()
-	f := fenceOf(t, sb, rdb)
 	if f.Holds() {
 		t.Fatal("the fence holds before any check")
 	}
@@ -105,11 +107,8 @@ func TestTheFenceStopsAPrimaryTheSentinelsLeft(t *testing.T) {
 // is not acknowledged: the fence is read after the WAIT.
 func TestAWriteConfirmedAfterTheLeaseDoesNotCount(t *testing.T) {
 	t.Parallel()
-	sb := testenv.StartSplitBrain(t)
-	rdb := redis.NewClient(&redis.Options{Addr: sb.Primary.Addr()})
-	defer rdb.Close()
+	sb, rdb, f := fencedPrimary(t)
 	ctx := context.Background()
-	f := fenceOf(t, sb, rdb)
 	f.Lease = 300 * time.Millisecond
 	if err := f.Check(ctx); err != nil {
 		t.Fatal(err)

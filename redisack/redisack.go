@@ -162,12 +162,7 @@ func (p Policy) Closed() error {
 	return p.Fence.fenced()
 }
 
-func (p Policy) timeout() time.Duration {
-	if p.Timeout <= 0 {
-		return DefaultTimeout
-	}
-	return p.Timeout
-}
+func (p Policy) timeout() time.Duration { return orDefault(p.Timeout, DefaultTimeout) }
 
 // readMargin is what a pipeline's reply read needs beyond the WAIT: the
 // script's run and the round trip.

@@ -172,8 +172,9 @@ func (s *Stock) Admit(ctx context.Context, p Purchase) (int64, error) {
 	if !p.AdmittedAt.IsZero() {
 		admitted = strconv.FormatInt(p.AdmittedAt.UnixMilli(), 10)
 	}
+	k := KeysFor(p.SaleID)
 	// fault: purchase.reserve, at the caller.
-	cmd, err := s.ack.Run(ctx, s.rdb, reserveScript, append(admitKeys(p.SaleID), RateKey(p.SaleID, p.UserID), KeysFor(p.SaleID).Admitted),
+	cmd, err := s.ack.Run(ctx, s.rdb, reserveScript, append(k.admit(), RateKey(p.SaleID, p.UserID), k.Admitted),
 		p.UserID, strconv.FormatInt(p.OrderID, 10), p.IdempotencyKey, p.Traceparent, rate, admitted)
 	if redisack.IsNotAcknowledged(err) {
 		res, rerr := cmd.Slice()
@@ -224,14 +225,13 @@ func (s *Stock) Lookup(ctx context.Context, saleID int64, userID, idemKey string
 		return 0, false, fmt.Errorf("lookup: %w", err)
 	}
 	// fault: none: lookup.lua only reads.
-	res, err := lookupScript.Run(ctx, s.rdb, admitKeys(saleID), userID, "", idemKey).Slice()
+	res, err := lookupScript.Run(ctx, s.rdb, KeysFor(saleID).admit(), userID, "", idemKey).Slice()
 	code, id, err := admission("lookup", res, err)
 	return id, code == codeOpen, err
 }
 
-// admitKeys are the KEYS of admit.lua, shared by reserve.lua and lookup.lua.
-func admitKeys(saleID int64) []string {
-	k := KeysFor(saleID)
+// admit is the KEYS of admit.lua, shared by reserve.lua and lookup.lua.
+func (k Keys) admit() []string {
 	return []string{k.Meta, k.Stock, k.Buyers, k.Intents, k.Idem, k.Version, k.Line}
 }
 

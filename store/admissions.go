@@ -55,11 +55,11 @@ func (s *Store) RememberAdmissions(ctx context.Context, saleID int64, buyers []B
 	return nil
 }
 
-// RememberFenced records the orders of intents a relay read from a primary
-// the Sentinels no longer confirm (relay.Options.Fenced), unreplicated:
-// with --admit-ack=replica no other path records an admission that is
-// not replicated, so the reconciler and the audit know them as admissions
-// whose buyers were told 202 or UNCONFIRMED (docs/design.md §3.14).
+// RememberFenced records, as admissions no replica was seen to hold, the
+// orders of intents a relay read from a primary the Sentinels no longer
+// confirm (relay.Options.Fenced): their buyers were told 202 or
+// UNCONFIRMED, and the old primary's demotion discards them, so the
+// reconciler and the audit must know them (docs/design.md §3.14).
 func (s *Store) RememberFenced(ctx context.Context, orders []domain.OrderRef) error {
 	bySale := map[int64][]Buyer{}
 	for _, o := range orders {

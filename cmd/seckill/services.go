@@ -166,29 +166,28 @@ func (s Services) sentinels() (redisconf.Sentinels, bool, error) {
 }
 
 // startFence starts the fence (redisack.Fence) the flags ask for, after a
-// first check, and sets it on d's policy and d.fenceHolds. A first check that fails is
-// logged, not fatal: the process comes up, and its acknowledged writes
-// wait for the Sentinels to confirm the primary.
+// first check, and sets it on d's policy and d.fenceHolds. A first check
+// that fails is logged, not fatal: the process comes up, and its
+// acknowledged writes wait for the Sentinels to confirm the primary.
 func (s Services) startFence(ctx context.Context, d *deps) error {
 	sn, ok, err := s.sentinels()
 	if err != nil || !ok {
 		return err
 	}
-	holds := d.fenceHolds
-	holds.Set(0) // until the first check passes
+	d.fenceHolds.Set(0) // until the first check passes
 	d.fence = redisack.NewFence(d.redis, sn.Master, sn.Addrs, sn.Options)
 	d.fence.OnChange = func(ok bool, why string) {
 		if ok {
-			holds.Set(1)
+			d.fenceHolds.Set(1)
 			slog.Info("the Sentinels confirm the Redis primary: acknowledged writes count", "sentinels", len(sn.Addrs))
 			return
 		}
-		holds.Set(0)
+		d.fenceHolds.Set(0)
 		slog.Warn("the Sentinels do not confirm the Redis primary: no write is acknowledged until they do", "why", why)
 	}
 	var fctx context.Context
 	fctx, d.unfence = context.WithCancel(context.WithoutCancel(ctx))
-	if err := d.fence.Check(ctx); err != nil && d.fence.OnChange != nil {
+	if err := d.fence.Check(ctx); err != nil {
 		d.fence.OnChange(false, err.Error()) // the first check says so even though nothing changed
 	}
 	d.ack.Fence = d.fence

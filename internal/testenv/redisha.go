@@ -223,7 +223,7 @@ func (h *RedisHA) AwaitReplica(addr string, within time.Duration) {
 		return nil
 	})
 	_, port, _ := net.SplitHostPort(addr)
-	h.awaitReplicas(h.Primary(), func(replicas []string) error {
+	awaitReplicas(h.t, h.Primary(), 30*time.Second, true, func(replicas []string) error {
 		for _, r := range replicas {
 			if strings.Contains(r, "port="+port+",") {
 				return nil
@@ -237,39 +237,46 @@ func (h *RedisHA) AwaitReplica(addr string, within time.Duration) {
 // have every byte of its replication stream.
 func (h *RedisHA) waitInSync(addr string, n int) {
 	h.t.Helper()
-	h.awaitReplicas(addr, func(replicas []string) error {
-		if len(replicas) < n {
-			return fmt.Errorf("%d of %d replicas of %s in sync: %v", len(replicas), n, addr, replicas)
-		}
-		return nil
-	})
+	awaitReplicas(h.t, addr, 30*time.Second, true, atLeast(n, addr))
 }
 
 // awaitReplicas waits until ok accepts the INFO lines (slaveN) of the
-// replicas of the primary at addr that are online with every byte of its
-// replication stream.
-func (h *RedisHA) awaitReplicas(addr string, ok func(inSync []string) error) {
-	h.t.Helper()
+// replicas of the primary at addr that are online and, if synced, have
+// every byte of its replication stream. (While writes go on, as after a
+// failover in the middle of a wave, a replica need not have every byte at
+// any one moment: synced is for a quiet primary.)
+func awaitReplicas(t testing.TB, addr string, within time.Duration, synced bool, ok func(replicas []string) error) {
+	t.Helper()
 	c := redis.NewClient(&redis.Options{Addr: addr})
 	defer c.Close()
-	Eventually(h.t, 30*time.Second, func() error {
+	Eventually(t, within, func() error {
 		info, err := c.Info(context.Background(), "replication").Result()
 		if err != nil {
 			return err
 		}
 		offset := infoField(info, "master_repl_offset")
-		var inSync []string
+		var replicas []string
 		for i := 0; ; i++ {
 			replica := infoField(info, fmt.Sprintf("slave%d", i))
 			if replica == "" {
 				break
 			}
-			if strings.Contains(replica, "state=online") && strings.Contains(replica, "offset="+offset+",") {
-				inSync = append(inSync, replica)
+			if strings.Contains(replica, "state=online") && (!synced || strings.Contains(replica, "offset="+offset+",")) {
+				replicas = append(replicas, replica)
 			}
 		}
-		return ok(inSync)
+		return ok(replicas)
 	})
+}
+
+// atLeast accepts n replicas or more of the primary at addr.
+func atLeast(n int, addr string) func(replicas []string) error {
+	return func(replicas []string) error {
+		if len(replicas) < n {
+			return fmt.Errorf("%d of %d replicas of %s ready: %v", len(replicas), n, addr, replicas)
+		}
+		return nil
+	}
 }
 
 // infoField is one field of an INFO reply.
