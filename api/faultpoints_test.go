@@ -20,6 +20,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-redsync/redsync/v4"
+	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
+	"github.com/redis/go-redis/v9"
+
 	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/api/wire"
 	"github.com/seckill/seckill/auth"
@@ -28,8 +32,11 @@ import (
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/orderid"
 	"github.com/seckill/seckill/reconcile"
+	"github.com/seckill/seckill/redisack"
 	"github.com/seckill/seckill/relay"
+	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
+	"github.com/seckill/seckill/workflows"
 )
 
 // The fault points (fault.Points, docs/reliability.md): every write of the
@@ -328,6 +335,7 @@ var faultCases = map[fault.Point]faultCase{
 		s.waitStatus(id, "ada", domain.StatusAwaitingPayment)
 		s.settle(l, sale)
 	},
+	fault.RelayFenced:         fencedCase,
 	fault.WarmList:            warmCase(fault.WarmList),
 	fault.WarmLoad:            warmCase(fault.WarmLoad),
 	fault.OperatorEndDB:       endCase(fault.OperatorEndDB, "end"),
@@ -606,6 +614,75 @@ func lostCase(p fault.Point) faultCase {
 	}
 }
 
+// fencedCase: a relay reads a purchase's intent from a primary its fence
+// no longer vouches for (one no Sentinel confirmed: it never holds), so it
+// starts nothing and remembers the order (store.RememberFenced), meeting the
+// fault there. The same relay's next round, or after a stop the relay that
+// reclaims the intent, remembers it again, once. Then the old primary's data
+// is gone, as a demotion discards it: a reconciler pass over the new one (the
+// system's Redis) admits the purchase again under its order id, and it is
+// placed once.
+func fencedCase(t *testing.T, s *system, m mode, _ api.Config) {
+	ctx := context.Background()
+	sale, l := s.unloadedSale(3), newLedger()
+	var sid int64
+	fmt.Sscan(sale, &sid)
+	old, _ := testenv.Redis(t)
+	st := stock.New(old, redsync.New(goredis.NewPool(old)))
+	if _, err := st.Warm(ctx, stock.Sale{ID: sid, PriceCents: 100, Remaining: 3,
+		StartsAt: time.Now().Add(-time.Second), EndsAt: time.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	order := orderid.FirstAt(time.Now())
+	if _, err := st.Reserve(ctx, sid, "fen", order, ""); err != nil { // admitted before the fence closed
+		t.Fatal(err)
+	}
+	id := strconv.FormatInt(order, 10)
+	l.purchases[id] = "fen"
+	fence := redisack.NewFence(old, "seckill", nil, redis.Options{})
+	t.Cleanup(fence.Close)
+	st.Acknowledge(redisack.Policy{Replicas: 1, Timeout: 300 * time.Millisecond, Fence: fence})
+	relayOn := func(consumer string) {
+		r := relay.New(st, starterFunc(func(context.Context, workflows.OrderInput) (bool, error) {
+			t.Errorf("%s started order %s behind a fence that does not hold", consumer, id)
+			return false, errors.New("fenced")
+		}), relay.Options{Consumer: consumer, MinIdle: time.Second, Fenced: s.store.RememberFenced})
+		rctx, cancel := context.WithCancel(ctx)
+		t.Cleanup(cancel) // a stopped relay's loop is gone: nothing to wait for
+		go func() { _ = r.Run(rctx) }()
+	}
+	before := fault.Hits(fault.RelayFenced)
+	stopped := arm(t, fault.RelayFenced, m)
+	relayOn("fenced-1")
+	hit(t, fault.RelayFenced, before)
+	<-stopped
+	if m == modeStop {
+		relayOn("fenced-2")
+	}
+	hit(t, fault.RelayFenced, before+1) // remembered again
+	got, err := s.store.UnplacedAdmissions(ctx, sid)
+	if err != nil || len(got) != 1 || got[0].OrderID != order || got[0].UserID != "fen" || !got[0].LostAt.IsZero() {
+		t.Fatalf("remembered %+v %v; want fen's order %s once, not lost", got, err, id)
+	}
+	rc := s.reconciler()
+	rc.LostAfter = -1 // the old primary, and every relay reading it, is gone
+	if rep := nextPass(t, rc, sid); !slices.Equal(rep.Recovered, []int64{order}) {
+		t.Fatalf("the pass after the failover: %+v; want order %s admitted again", rep, id)
+	}
+	s.waitStatus(id, "fen", domain.StatusAwaitingPayment)
+	if sl, err := s.store.Sale(ctx, sid); err != nil || sl.Stock != 2 {
+		t.Fatalf("sale after the order was placed: %+v %v; want 2 of 3 units left (placed once)", sl, err)
+	}
+	s.settle(l, sale)
+}
+
+// starterFunc is a relay.Starter from a function.
+type starterFunc func(context.Context, workflows.OrderInput) (bool, error)
+
+func (f starterFunc) Start(ctx context.Context, in workflows.OrderInput) (bool, error) {
+	return f(ctx, in)
+}
+
 // nextPass runs rc's pass over the sale once its lock is free: a stopped
 // pass holds it until it expires.
 func nextPass(t *testing.T, rc *reconcile.Reconciler, sale int64) reconcile.Report {
@@ -757,7 +834,7 @@ func TestEveryWriteIsAFaultPoint(t *testing.T) {
 	writes := regexp.MustCompile(`\.Admit\(|starter\.Start\(|\.Started\(|\.SAdd\(|\.SRem\(|Script\.Run\(|\bLoad\(ctx|\.Repair\(ctx|` +
 		`Stock\.End\(|\.EndSale\(|\.CancelSale\(|\.AddUnits\(|\.UpdateWorkflow\(|\.FinishOrder\(|\.MarkPaid\(|\.RestoreStock\(|Stock\.Release\(|\.List\(ctx|` +
 		`WithProbeLock\(|\.LPush\(|\.RPop\(|\.StartProbe\(ctx|` +
-		`\.RememberAdmissions\(|\.MarkAdmissionLost\(|\.MarkAdmissionRecovered\(|Stock\.Reserve\(`)
+		`\.RememberAdmissions\(|\.Fenced\(ctx|\.MarkAdmissionLost\(|\.MarkAdmissionRecovered\(|Stock\.Reserve\(`)
 	for _, file := range []string{"orders/purchase.go", "relay/relay.go", "stock/stock.go", "stock/retire.go",
 		"api/operator.go", "reconcile/reconcile.go", "reconcile/stranded.go", "api/probe.go", "relay/probe.go"} {
 		lines := strings.Split(src(file), "\n")

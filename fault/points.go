@@ -12,8 +12,9 @@ const (
 	PurchaseReserve Point = "purchase.reserve"
 
 	// relay: relay.Relay
-	RelayStart Point = "relay.start"
-	RelayAck   Point = "relay.ack"
+	RelayStart  Point = "relay.start"
+	RelayAck    Point = "relay.ack"
+	RelayFenced Point = "relay.fenced"
 
 	// warm-up: stock.Stock.Warm / Load, from a purchase, an operator or
 	// the reconciler
@@ -74,6 +75,8 @@ var Points = []Info{
 		"the intent is unacknowledged; a relay reclaims it, meets the same order's workflow and acknowledges it"},
 	{RelayAck, "relay", "Redis: the intent acknowledged and its order taken off the line",
 		"nothing: the order's workflow runs"},
+	{RelayFenced, "relay", "Postgres: the orders of intents the fence kept from starting remembered as admissions no replica was seen to hold (store.RememberFenced)",
+		"the intents stay pending; the next round, or the relay that reclaims them, remembers them again (once: the record is keyed by order), and after the failover a reconciler pass admits each again under its order id"},
 	{WarmList, "warm-up", "Redis: the sale added to the live-sales set the relay reads, before its keys are loaded",
 		"a listed sale that is not loaded admits nobody; the next purchase or the reconciler loads it"},
 	{WarmLoad, "warm-up", "Redis: warm.lua loaded the sale's window, stock and buyers",

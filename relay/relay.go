@@ -288,7 +288,11 @@ func (r *Relay) process(ctx context.Context, batches []batch, awaitReplicas func
 				for i, j := range jobs {
 					refs[i] = j.in.Order
 				}
-				if ferr := r.opts.Fenced(ctx, refs); ferr != nil {
+				ferr := r.opts.Fenced(ctx, refs)
+				if ferr == nil {
+					ferr = fault.Hit(fault.RelayFenced)
+				}
+				if ferr != nil {
 					r.opts.Logger.Error("relay: record the intents the fence stopped", "orders", len(refs), "err", ferr)
 				}
 			}
