@@ -95,6 +95,11 @@ func preparePostgres(p PostgresStore) (store, visibility *config.SQL, err error)
 	if visibility, err = postgresSQL(visURL); err != nil {
 		return nil, nil, err
 	}
+	unlock, err := lockSetup(p.URL)
+	if err != nil {
+		return nil, nil, redact.Error(err, p.URL)
+	}
+	defer unlock()
 	logger := log.NewNoopLogger()
 	for _, db := range []struct {
 		cfg    *config.SQL
@@ -109,6 +114,48 @@ func preparePostgres(p PostgresStore) (store, visibility *config.SQL, err error)
 		return nil, nil, redact.Error(err, p.URL)
 	}
 	return store, visibility, nil
+}
+
+// setupLock is the advisory lock key of lockSetup ("seckill" and 1).
+const setupLock int64 = 0x7365636b696c6c01
+
+// lockSetup serializes the schema setup of the processes of one cluster,
+// which start together (README "Production by hand", docker compose): two
+// that create the databases or their schemas at once fail, one on a
+// duplicate database, or on tables the other has just made. It takes a
+// session advisory lock in the server's maintenance database (where the
+// databases are created from), held until unlock.
+func lockSetup(rawURL string) (unlock func(), err error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("devstack: postgres url: %w", err)
+	}
+	u.Path = "/postgres"
+	db, err := sql.Open("postgres", u.String())
+	if err != nil {
+		return nil, fmt.Errorf("devstack: lock the schema setup: %w", err)
+	}
+	// Another process's setup takes seconds; one that hangs longer than
+	// this has something else wrong, said here rather than waited on.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	conn, err := db.Conn(ctx)
+	if err == nil {
+		_, err = conn.ExecContext(ctx, "SELECT pg_advisory_lock($1)", setupLock)
+		if err != nil {
+			_ = conn.Close()
+		}
+	}
+	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("devstack: lock the schema setup: %w", err)
+	}
+	return func() {
+		// Closing the session frees its lock, if the unlock did not.
+		_, _ = conn.ExecContext(context.Background(), "SELECT pg_advisory_unlock($1)", setupLock)
+		_ = conn.Close()
+		_ = db.Close()
+	}, nil
 }
 
 // forgetDeadMembers deletes the cluster membership rows of members whose
