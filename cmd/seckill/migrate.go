@@ -31,7 +31,7 @@ func (c *MigrateCmd) Run(ctx context.Context) error {
 	}
 	tctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	if err := waitTemporal(tctx, d.temporal); err != nil {
+	if err := waitTemporal(tctx, d.temporal, c.TemporalNamespace); err != nil {
 		return err
 	}
 	if err := worker.RegisterSearchAttributes(tctx, d.temporal, c.TemporalNamespace); err != nil {

@@ -16,6 +16,8 @@ import (
 	"github.com/uber-go/tally/v4"
 	tallyprom "github.com/uber-go/tally/v4/prometheus"
 	"go.opentelemetry.io/otel/trace"
+	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	sdktally "go.temporal.io/sdk/contrib/tally"
 	"go.temporal.io/sdk/interceptor"
@@ -287,22 +289,36 @@ func (s Services) connect(ctx context.Context, needTemporal bool, tp trace.Trace
 	return d, nil
 }
 
-// waitTemporal blocks until the Temporal frontend answers or ctx ends.
-func waitTemporal(ctx context.Context, c client.Client) error {
+// waitTemporal blocks until the Temporal frontend answers and has the
+// namespace, or ctx ends. A server started a moment before (README
+// "Production by hand" starts it in the background) answers its health
+// check before it has created the namespace: a NotFound is waited out too.
+func waitTemporal(ctx context.Context, c client.Client, namespace string) error {
 	for logged := false; ; {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		_, err := c.CheckHealth(cctx, &client.CheckHealthRequest{})
+		if err == nil {
+			// Not DescribeNamespace, which reads the database: the calls
+			// that follow go through the frontend's namespace cache, which
+			// learns of a new namespace up to seconds later.
+			_, err = c.OperatorService().ListSearchAttributes(cctx, &operatorservice.ListSearchAttributesRequest{Namespace: namespace})
+			if !errors.As(err, new(*serviceerror.NamespaceNotFound)) {
+				// Ready, or an answer (a refusal) that waiting does not
+				// change: the caller's next call says what it is.
+				err = nil
+			}
+		}
 		cancel()
 		if err == nil {
 			return nil
 		}
 		if !logged {
-			slog.Warn("waiting for Temporal", "err", err)
+			slog.Warn("waiting for Temporal", "namespace", namespace, "err", err)
 			logged = true
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("temporal not reachable: %w", err)
+			return fmt.Errorf("temporal not ready: %w", err)
 		case <-time.After(500 * time.Millisecond):
 		}
 	}

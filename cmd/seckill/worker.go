@@ -54,7 +54,7 @@ func (c *WorkerCmd) Run(ctx context.Context) error {
 	// exiting; once started, the SDK rides out outages by itself.
 	var w sdkworker.Worker
 	for {
-		if err := waitTemporal(ctx, d.temporal); err != nil {
+		if err := waitTemporal(ctx, d.temporal, c.TemporalNamespace); err != nil {
 			return err
 		}
 		w = worker.New(d.temporal, acts, worker.Options{MaxConcurrentActivities: c.MaxConcurrentActivities, MaxConcurrentWorkflowTasks: c.MaxWorkflowTasks, Tracing: d.tracing})
