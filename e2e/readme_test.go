@@ -1,11 +1,7 @@
 package e2e
 
 import (
-	"bytes"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -14,59 +10,13 @@ import (
 	"github.com/seckill/seckill/internal/testenv"
 )
 
-// tourScript is the shell block of README.md's "60-second tour".
-func tourScript(t *testing.T) string {
+// runTour runs the README tour with bash against api, with seckill on
+// PATH, checks what it shows and returns the tour's sale.
+func runTour(t *testing.T, api, adminToken, buyerToken string) (sale string) {
 	t.Helper()
-	readme, err := os.ReadFile("../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := regexp.MustCompile("(?s)## 60-second tour.*?```sh\n(.*?)```").FindSubmatch(readme)
-	if m == nil {
-		t.Fatal("README.md has no tour block")
-	}
-	return string(m[1])
-}
-
-// runTour runs the README tour with bash against api, with seckill on PATH,
-// and checks what it shows.
-func runTour(t *testing.T, api, adminToken, buyerToken string) {
-	t.Helper()
-	for _, tool := range []string{"bash", "curl", "jq"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("the README tour needs %s: %v", tool, err)
-		}
-	}
-	dir := t.TempDir()
-	if err := os.Symlink(testenv.Binary(t), filepath.Join(dir, "seckill")); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("bash", "-euo", "pipefail", "-c", tourScript(t))
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(),
-		"PATH="+dir+string(os.PathListSeparator)+os.Getenv("PATH"),
-		"API="+api, "ADMIN_TOKEN="+adminToken, "BUYER_TOKEN="+buyerToken)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	// A child the tour left behind (seckill watch) may hold the output
-	// open: once bash has exited, Wait stops copying after this long.
-	cmd.WaitDelay = 5 * time.Second
-	done := make(chan error, 1)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("README tour failed: %v\n%s", err, out.String())
-		}
-	case <-time.After(3 * time.Minute):
-		_ = cmd.Process.Kill()
-		<-done // the output is read once nothing writes it any more
-		t.Fatalf("README tour hung:\n%s", out.String())
-	}
-	text := out.String()
+	out := runBlock(t, t.TempDir(), readmeBlockText(t, "60-second tour #0"),
+		[]string{"API=" + api, "ADMIN_TOKEN=" + adminToken, "BUYER_TOKEN=" + buyerToken}, 3*time.Minute)
+	text := out
 	t.Logf("README tour output:\n%s", text)
 	order := regexp.MustCompile(`order (\d+)`).FindStringSubmatch(text)
 	if order == nil {
@@ -82,14 +32,22 @@ func runTour(t *testing.T, api, adminToken, buyerToken string) {
 			t.Errorf("the tour's output lacks %q", want)
 		}
 	}
+	m := regexp.MustCompile(`"sale_id":"(\d+)"`).FindStringSubmatch(text)
+	if m == nil {
+		t.Fatalf("the tour's stats name no sale:\n%s", text)
+	}
+	return m[1]
 }
 
 func TestReadmeTourAgainstDev(t *testing.T) {
 	testenv.RedisAddr(t) // dev mode needs nothing, but CI's tools (jq) come with the services
 	port := testenv.FreePort(t)
 	uiPort := testenv.FreePort(t)
-	dev := run(t, "dev", nil, "dev", "--memory", "--http-addr", fmt.Sprintf("127.0.0.1:%d", port),
-		"--temporal-port=0", fmt.Sprintf("--ui-port=%d", uiPort))
+	// README's command, its settings in the environment: every setting is
+	// a flag with an environment variable.
+	command := strings.Fields(substitute(t, readmeBlockText(t, "The two commands #0"), "go run ./cmd/seckill", ""))
+	dev := run(t, "dev", []string{"SECKILL_MEMORY=true", fmt.Sprintf("SECKILL_HTTP_ADDR=127.0.0.1:%d", port),
+		"SECKILL_TEMPORAL_PORT=0", fmt.Sprintf("SECKILL_UI_PORT=%d", uiPort), "SECKILL_METRICS_ADDR=127.0.0.1:0"}, command...)
 	api := fmt.Sprintf("http://127.0.0.1:%d", port)
 	start := time.Now()
 	waitReady(t, api+"/readyz", 60*time.Second)
@@ -111,7 +69,9 @@ func TestReadmeTourAgainstDev(t *testing.T) {
 	if !strings.Contains(strings.ToLower(body), "<html") {
 		t.Fatalf("Temporal Web UI did not serve HTML: %.200s", body)
 	}
-	runTour(t, api, exported(out, "ADMIN_TOKEN"), exported(out, "BUYER_TOKEN"))
+	admin := exported(out, "ADMIN_TOKEN")
+	sale := runTour(t, api, admin, exported(out, "BUYER_TOKEN"))
+	runPagingBlock(t, api, admin, sale)
 
 	code, took := dev.Interrupt()
 	if code != 0 || took > 10*time.Second {
