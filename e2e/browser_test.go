@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -350,9 +351,22 @@ func TestDemoPage(t *testing.T) {
 
 	// 1. The page lists the sale with its countdown.
 	b.step(t, "1 the page counts down", func(t *testing.T) {
-		b.do("open the page", 20*time.Second,
-			chromedp.Navigate(base+"/"),
-			chromedp.WaitVisible(chromedp.CSS(card+`[data-state="upcoming"]`)))
+		b.do("open the page", 20*time.Second, chromedp.Navigate(base+"/"))
+		// The script is ES modules, app.js and what it imports: the page
+		// is ready only once every one of them loaded and ran.
+		b.until("the page's modules loaded and ran", 10*time.Second, `document.body.dataset.ready === "true"`)
+		modules := value(b, "the modules the page loaded", chromedp.Evaluate[[]string](`performance.getEntriesByType("resource")
+			.filter((e) => new URL(e.name).pathname.endsWith(".js"))
+			.map((e) => new URL(e.name).pathname + " " + e.responseStatus)`))
+		if len(modules) < 2 || !slices.Contains(modules, "/app.js 200") {
+			t.Errorf("the page loaded the scripts %q, want app.js and its modules", modules)
+		}
+		for _, m := range modules {
+			if !strings.HasSuffix(m, " 200") {
+				t.Errorf("the page's module %s, want 200", m)
+			}
+		}
+		b.do("the sale's card", 20*time.Second, chromedp.WaitVisible(chromedp.CSS(card+`[data-state="upcoming"]`)))
 		countdown := value(b, "countdown", chromedp.Text(chromedp.CSS(card+` .countdown`)))
 		if !strings.HasPrefix(countdown, "Starts in 00:0") {
 			t.Fatalf("countdown %q, want Starts in 00:0…", countdown)

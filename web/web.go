@@ -1,8 +1,9 @@
 // Package web is the demo page the api serves at "/" (docs/design.md §6.4): sales with
 // a countdown and live stock, a buy button, results over the websocket, a
 // link from each order to its workflow in the Temporal Web UI, and an
-// operator view with live stats. Plain HTML, CSS and JavaScript, embedded in
-// the binary: no build step, no CDN, works offline.
+// operator view with live stats. Plain HTML, CSS and JavaScript (ES modules
+// the browser loads itself: static/app.js and static/app/), embedded in the
+// binary: no build step, no CDN, works offline.
 package web
 
 import (

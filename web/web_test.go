@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -13,9 +14,10 @@ func TestHandlerServesTheFiles(t *testing.T) {
 	srv := httptest.NewServer(Handler())
 	defer srv.Close()
 	for _, tc := range []struct{ path, ctype, contains string }{
-		{"/", "text/html; charset=utf-8", `<script src="app.js"`},
+		{"/", "text/html; charset=utf-8", `<script type="module" src="app.js">`},
 		{"/index.html", "text/html; charset=utf-8", "<!doctype html>"},
-		{"/app.js", "text/javascript; charset=utf-8", "new WebSocket("},
+		{"/app.js", "text/javascript; charset=utf-8", `from "./app/live.js"`},
+		{"/app/live.js", "text/javascript; charset=utf-8", "new WebSocket("},
 		{"/style.css", "text/css; charset=utf-8", "@media (max-width: 600px)"},
 	} {
 		resp, err := http.Get(srv.URL + tc.path)
@@ -68,13 +70,32 @@ func TestHandlerServesTheFiles(t *testing.T) {
 	}
 }
 
+// pageScripts are the embedded scripts of the demo page (the API
+// reference's renderer under docs/ is vendored, not ours).
+func pageScripts() []string {
+	var out []string
+	for name := range assets {
+		if strings.HasSuffix(name, ".js") && !strings.HasPrefix(name, "docs/") {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // The page never parses server text as HTML, loads nothing from elsewhere
 // and has no inline script or style (the CSP forbids them).
 func TestPageIsSelfContainedAndEscapes(t *testing.T) {
-	js := string(assets["app.js"].body)
-	for _, bad := range []string{"innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function"} {
-		if strings.Contains(js, bad) {
-			t.Errorf("app.js uses %s", bad)
+	scripts := pageScripts()
+	if len(scripts) < 2 {
+		t.Fatalf("the page's scripts: %v", scripts)
+	}
+	for _, name := range scripts {
+		js := string(assets[name].body)
+		for _, bad := range []string{"innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function"} {
+			if strings.Contains(js, bad) {
+				t.Errorf("%s uses %s", name, bad)
+			}
 		}
 	}
 	html := string(assets["index.html"].body)
@@ -126,14 +147,14 @@ func TestDocsAreServedFromTheBinary(t *testing.T) {
 // gives up its words never say that nothing changed, as they do for a plain
 // UNAVAILABLE.
 func TestPageNeverSaysNothingChangedOfAnUnconfirmedPurchase(t *testing.T) {
-	js := string(assets["app.js"].body)
-	if !strings.Contains(js, `"Idempotency-Key": idempotencyKey()`) {
-		t.Error("app.js does not send a purchase's Idempotency-Key")
+	if !strings.Contains(string(assets["app/buyer/buy.js"].body), `"Idempotency-Key": idempotencyKey()`) {
+		t.Error("app/buyer/buy.js does not send a purchase's Idempotency-Key")
 	}
+	js := string(assets["app/messages.js"].body)
 	text := func(code string) string {
-		m := regexp.MustCompile(`(?s)\n      case "` + code + `":\n(.*?)\n      (case|default)`).FindStringSubmatch(js)
+		m := regexp.MustCompile(`(?s)\n    case "` + code + `":\n(.*?)\n    (case|default)`).FindStringSubmatch(js)
 		if m == nil {
-			t.Fatalf("describe() in app.js has no case %s", code)
+			t.Fatalf("describe() in app/messages.js has no case %s", code)
 		}
 		return m[1]
 	}
