@@ -210,7 +210,7 @@ func (s *Server) outcome(ctx context.Context, o orders.Outcome, err error) (*ord
 func (s *Server) orderView(o orders.Order) wire.Order {
 	w := wire.Order{
 		ID: strconv.FormatInt(o.ID, 10), SaleID: strconv.FormatInt(o.SaleID, 10), UserID: o.UserID,
-		Status: o.Status, Reason: o.Reason, AmountCents: o.AmountCents,
+		Status: o.Status, Reason: o.Reason, AmountCents: o.AmountCents, Currency: s.currencyOf(o.SaleID),
 		WorkflowID: o.WorkflowID, WorkflowURL: s.workflowURL(o.WorkflowID),
 		AdmittedAt: o.AdmittedAt, CreatedAt: o.CreatedAt, UpdatedAt: o.UpdatedAt,
 	}
@@ -225,6 +225,24 @@ func (s *Server) orderView(o orders.Order) wire.Order {
 		}
 	}
 	return w
+}
+
+// currencyOf is the currency of a sale's orders: the sale's, which never
+// changes, so each instance reads it once per sale (through the sale
+// cache) and keeps it. A sale that cannot be read now leaves the order's
+// currency out, to be read again by the next view.
+func (s *Server) currencyOf(saleID int64) string {
+	if c, ok := s.currencies.Load(saleID); ok {
+		return c.(string)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	sl, err := s.sales.get(ctx, saleID)
+	if err != nil || sl.Currency == "" {
+		return ""
+	}
+	s.currencies.Store(saleID, sl.Currency)
+	return sl.Currency
 }
 
 // workflowURL is the page of the workflow in the Temporal Web UI, or ""

@@ -247,8 +247,9 @@ func tooManyExports() error {
 		http.Header{"Retry-After": {strconv.Itoa(retrySeconds(exportRetry))}})
 }
 
-// csvHeader names the export's CSV columns.
-var csvHeader = []string{"order_id", "sale_id", "buyer", "status", "amount_cents", "admitted_at", "paid_at", "updated_at", "reason", "workflow_id", "workflow_url"}
+// csvHeader names the export's CSV columns. New ones go at the end, so
+// that a reader that takes columns by position keeps working.
+var csvHeader = []string{"order_id", "sale_id", "buyer", "status", "amount_cents", "admitted_at", "paid_at", "updated_at", "reason", "workflow_id", "workflow_url", "currency"}
 
 // exportWriter writes pages of orders as CSV or NDJSON, flushing each
 // within a write deadline.
@@ -358,7 +359,7 @@ func csvRow(o wire.Order) []string {
 	return []string{
 		o.ID, o.SaleID, cell(o.UserID), string(o.Status), strconv.FormatInt(o.AmountCents, 10),
 		o.AdmittedAt.Format(time.RFC3339Nano), paid, o.UpdatedAt.Format(time.RFC3339Nano),
-		cell(o.Reason), o.WorkflowID, o.WorkflowURL,
+		cell(o.Reason), o.WorkflowID, o.WorkflowURL, o.Currency,
 	}
 }
 

@@ -45,7 +45,7 @@ func (s *Server) registerSales() {
 		Responses: s.problems(errMalformed, errNoToken, errAdminsOnly, errTooLarge, errNotJSON, errInvalid, errUnavailable),
 	}, func(ctx context.Context, in *struct{ Body wire.CreateSaleBody }) (*saleOutput, error) {
 		sl, err := s.deps.Store.CreateSale(ctx, store.NewSale{
-			Name: in.Body.Name, PriceCents: in.Body.PriceCents, Stock: in.Body.Stock,
+			Name: in.Body.Name, PriceCents: in.Body.PriceCents, Currency: cmp.Or(in.Body.Currency, s.cfg.DefaultCurrency), Stock: in.Body.Stock,
 			StartsAt: in.Body.StartsAt, EndsAt: in.Body.EndsAt,
 			PaymentTimeout: time.Duration(in.Body.PaymentTimeoutSeconds) * time.Second,
 		})
@@ -223,7 +223,7 @@ func (s *Server) shelfView(sl *ent.Sale, sh stock.Shelf, now time.Time) wire.Sal
 		state = "sold_out"
 	}
 	v := wire.Sale{
-		ID: strconv.FormatInt(sl.ID, 10), Name: sl.Name, PriceCents: sl.PriceCents,
+		ID: strconv.FormatInt(sl.ID, 10), Name: sl.Name, PriceCents: sl.PriceCents, Currency: sl.Currency,
 		Stock: sl.TotalStock, Remaining: remaining, State: state,
 		StartsAt: starts.UTC(), EndsAt: ends.UTC(),
 		PaymentTimeoutSeconds: int(s.paymentTimeout(sl) / time.Second),

@@ -92,6 +92,9 @@ type Config struct {
 	LineRefresh time.Duration
 	// Relay options of the relay this instance runs.
 	Relay relay.Options
+	// DefaultCurrency is the ISO 4217 currency of a sale created without
+	// one; "" is domain.DefaultCurrency.
+	DefaultCurrency string
 	// SaleCacheTTL is how long an instance trusts its copy of a sale's
 	// row for GET /v1/sales/{id} (readCache): default 1s; negative: no
 	// copy, every read queries the database.
@@ -187,6 +190,9 @@ type Server struct {
 	// (readcache.go).
 	sales   *readCache[*ent.Sale]
 	shelves *readCache[stock.Shelf]
+	// currencies keeps each sale's currency, which never changes, once
+	// read (currencyOf): sale id → ISO 4217 code.
+	currencies sync.Map
 	// cancels are the cancelled sales whose open orders this instance is
 	// cancelling in the background (operator.go).
 	cancels *cancellations

@@ -339,7 +339,7 @@ func TestDemoPage(t *testing.T) {
 		startsAt = time.Now().Add(5 * time.Second)
 		var sale struct{ ID string }
 		if st := call(t, "POST", base+"/v1/sales", admin.Token, map[string]any{
-			"name": "Browser phone", "price_cents": 129900, "stock": 1,
+			"name": "Browser phone", "price_cents": 129900, "currency": "EUR", "stock": 1,
 			"starts_at": startsAt, "ends_at": startsAt.Add(time.Hour),
 		}, &sale); st != http.StatusCreated {
 			t.Fatalf("create sale: %d", st)
@@ -370,6 +370,10 @@ func TestDemoPage(t *testing.T) {
 		countdown := value(b, "countdown", chromedp.Text(chromedp.CSS(card+` .countdown`)))
 		if !strings.HasPrefix(countdown, "Starts in 00:0") {
 			t.Fatalf("countdown %q, want Starts in 00:0…", countdown)
+		}
+		// The price in its currency, as the reader's locale writes it.
+		if price := value(b, "price", chromedp.Text(chromedp.CSS(card+` .price`))); !strings.Contains(price, "€") || !strings.Contains(strings.NewReplacer(",", "", ".", "", " ", "", "\u00a0", "", "\u202f", "").Replace(price), "129900") {
+			t.Errorf("the sale's price reads %q, want 1,299.00 in euros", price)
 		}
 		b.until("the countdown ticks", 3*time.Second,
 			`(t => t.startsWith("Starts in 00:0") && t !== `+js(countdown)+`)(document.querySelector(`+js(card+` .countdown`)+`).textContent)`)

@@ -1757,6 +1757,7 @@ type SaleMutation struct {
 	name                       *string
 	price_cents                *int64
 	addprice_cents             *int64
+	currency                   *string
 	total_stock                *int
 	addtotal_stock             *int
 	stock                      *int
@@ -1970,6 +1971,42 @@ func (m *SaleMutation) AddedPriceCents() (r int64, exists bool) {
 func (m *SaleMutation) ResetPriceCents() {
 	m.price_cents = nil
 	m.addprice_cents = nil
+}
+
+// SetCurrency sets the "currency" field.
+func (m *SaleMutation) SetCurrency(s string) {
+	m.currency = &s
+}
+
+// Currency returns the value of the "currency" field in the mutation.
+func (m *SaleMutation) Currency() (r string, exists bool) {
+	v := m.currency
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCurrency returns the old "currency" field's value of the Sale entity.
+// If the Sale object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *SaleMutation) OldCurrency(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCurrency is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCurrency requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCurrency: %w", err)
+	}
+	return oldValue.Currency, nil
+}
+
+// ResetCurrency resets all changes to the "currency" field.
+func (m *SaleMutation) ResetCurrency() {
+	m.currency = nil
 }
 
 // SetTotalStock sets the "total_stock" field.
@@ -2399,12 +2436,15 @@ func (m *SaleMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *SaleMutation) Fields() []string {
-	fields := make([]string, 0, 9)
+	fields := make([]string, 0, 10)
 	if m.name != nil {
 		fields = append(fields, sale.FieldName)
 	}
 	if m.price_cents != nil {
 		fields = append(fields, sale.FieldPriceCents)
+	}
+	if m.currency != nil {
+		fields = append(fields, sale.FieldCurrency)
 	}
 	if m.total_stock != nil {
 		fields = append(fields, sale.FieldTotalStock)
@@ -2439,6 +2479,8 @@ func (m *SaleMutation) Field(name string) (ent.Value, bool) {
 		return m.Name()
 	case sale.FieldPriceCents:
 		return m.PriceCents()
+	case sale.FieldCurrency:
+		return m.Currency()
 	case sale.FieldTotalStock:
 		return m.TotalStock()
 	case sale.FieldStock:
@@ -2466,6 +2508,8 @@ func (m *SaleMutation) OldField(ctx context.Context, name string) (ent.Value, er
 		return m.OldName(ctx)
 	case sale.FieldPriceCents:
 		return m.OldPriceCents(ctx)
+	case sale.FieldCurrency:
+		return m.OldCurrency(ctx)
 	case sale.FieldTotalStock:
 		return m.OldTotalStock(ctx)
 	case sale.FieldStock:
@@ -2502,6 +2546,13 @@ func (m *SaleMutation) SetField(name string, value ent.Value) error {
 			return fmt.Errorf("unexpected type %T for field %s", value, name)
 		}
 		m.SetPriceCents(v)
+		return nil
+	case sale.FieldCurrency:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCurrency(v)
 		return nil
 	case sale.FieldTotalStock:
 		v, ok := value.(int)
@@ -2672,6 +2723,9 @@ func (m *SaleMutation) ResetField(name string) error {
 		return nil
 	case sale.FieldPriceCents:
 		m.ResetPriceCents()
+		return nil
+	case sale.FieldCurrency:
+		m.ResetCurrency()
 		return nil
 	case sale.FieldTotalStock:
 		m.ResetTotalStock()

@@ -128,20 +128,26 @@ func init() {
 	saleDescPriceCents := saleFields[2].Descriptor()
 	// sale.PriceCentsValidator is a validator for the "price_cents" field. It is called by the builders before save.
 	sale.PriceCentsValidator = saleDescPriceCents.Validators[0].(func(int64) error)
+	// saleDescCurrency is the schema descriptor for currency field.
+	saleDescCurrency := saleFields[3].Descriptor()
+	// sale.DefaultCurrency holds the default value on creation for the currency field.
+	sale.DefaultCurrency = saleDescCurrency.Default.(string)
+	// sale.CurrencyValidator is a validator for the "currency" field. It is called by the builders before save.
+	sale.CurrencyValidator = saleDescCurrency.Validators[0].(func(string) error)
 	// saleDescTotalStock is the schema descriptor for total_stock field.
-	saleDescTotalStock := saleFields[3].Descriptor()
+	saleDescTotalStock := saleFields[4].Descriptor()
 	// sale.TotalStockValidator is a validator for the "total_stock" field. It is called by the builders before save.
 	sale.TotalStockValidator = saleDescTotalStock.Validators[0].(func(int) error)
 	// saleDescStock is the schema descriptor for stock field.
-	saleDescStock := saleFields[4].Descriptor()
+	saleDescStock := saleFields[5].Descriptor()
 	// sale.StockValidator is a validator for the "stock" field. It is called by the builders before save.
 	sale.StockValidator = saleDescStock.Validators[0].(func(int) error)
 	// saleDescCreatedAt is the schema descriptor for created_at field.
-	saleDescCreatedAt := saleFields[7].Descriptor()
+	saleDescCreatedAt := saleFields[8].Descriptor()
 	// sale.DefaultCreatedAt holds the default value on creation for the created_at field.
 	sale.DefaultCreatedAt = saleDescCreatedAt.Default.(func() time.Time)
 	// saleDescPaymentTimeoutSeconds is the schema descriptor for payment_timeout_seconds field.
-	saleDescPaymentTimeoutSeconds := saleFields[9].Descriptor()
+	saleDescPaymentTimeoutSeconds := saleFields[10].Descriptor()
 	// sale.PaymentTimeoutSecondsValidator is a validator for the "payment_timeout_seconds" field. It is called by the builders before save.
 	sale.PaymentTimeoutSecondsValidator = saleDescPaymentTimeoutSeconds.Validators[0].(func(int) error)
 	// saleDescID is the schema descriptor for id field.

@@ -21,6 +21,8 @@ type Sale struct {
 	Name string `json:"name,omitempty"`
 	// PriceCents holds the value of the "price_cents" field.
 	PriceCents int64 `json:"price_cents,omitempty"`
+	// Currency holds the value of the "currency" field.
+	Currency string `json:"currency,omitempty"`
 	// TotalStock holds the value of the "total_stock" field.
 	TotalStock int `json:"total_stock,omitempty"`
 	// Stock holds the value of the "stock" field.
@@ -66,7 +68,7 @@ func (*Sale) scanValues(columns []string) ([]any, error) {
 		switch columns[i] {
 		case sale.FieldID, sale.FieldPriceCents, sale.FieldTotalStock, sale.FieldStock, sale.FieldPaymentTimeoutSeconds:
 			values[i] = new(sql.NullInt64)
-		case sale.FieldName:
+		case sale.FieldName, sale.FieldCurrency:
 			values[i] = new(sql.NullString)
 		case sale.FieldStartsAt, sale.FieldEndsAt, sale.FieldCreatedAt, sale.FieldCancelledAt:
 			values[i] = new(sql.NullTime)
@@ -102,6 +104,12 @@ func (_m *Sale) assignValues(columns []string, values []any) error {
 				return fmt.Errorf("unexpected type %T for field price_cents", values[i])
 			} else if value.Valid {
 				_m.PriceCents = value.Int64
+			}
+		case sale.FieldCurrency:
+			if value, ok := values[i].(*sql.NullString); !ok {
+				return fmt.Errorf("unexpected type %T for field currency", values[i])
+			} else if value.Valid {
+				_m.Currency = value.String
 			}
 		case sale.FieldTotalStock:
 			if value, ok := values[i].(*sql.NullInt64); !ok {
@@ -193,6 +201,9 @@ func (_m *Sale) String() string {
 	builder.WriteString(", ")
 	builder.WriteString("price_cents=")
 	builder.WriteString(fmt.Sprintf("%v", _m.PriceCents))
+	builder.WriteString(", ")
+	builder.WriteString("currency=")
+	builder.WriteString(_m.Currency)
 	builder.WriteString(", ")
 	builder.WriteString("total_stock=")
 	builder.WriteString(fmt.Sprintf("%v", _m.TotalStock))

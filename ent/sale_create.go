@@ -35,6 +35,20 @@ func (_c *SaleCreate) SetPriceCents(v int64) *SaleCreate {
 	return _c
 }
 
+// SetCurrency sets the "currency" field.
+func (_c *SaleCreate) SetCurrency(v string) *SaleCreate {
+	_c.mutation.SetCurrency(v)
+	return _c
+}
+
+// SetNillableCurrency sets the "currency" field if the given value is not nil.
+func (_c *SaleCreate) SetNillableCurrency(v *string) *SaleCreate {
+	if v != nil {
+		_c.SetCurrency(*v)
+	}
+	return _c
+}
+
 // SetTotalStock sets the "total_stock" field.
 func (_c *SaleCreate) SetTotalStock(v int) *SaleCreate {
 	_c.mutation.SetTotalStock(v)
@@ -157,6 +171,10 @@ func (_c *SaleCreate) ExecX(ctx context.Context) {
 
 // defaults sets the default values of the builder before save.
 func (_c *SaleCreate) defaults() {
+	if _, ok := _c.mutation.Currency(); !ok {
+		v := sale.DefaultCurrency
+		_c.mutation.SetCurrency(v)
+	}
 	if _, ok := _c.mutation.CreatedAt(); !ok {
 		v := sale.DefaultCreatedAt()
 		_c.mutation.SetCreatedAt(v)
@@ -179,6 +197,14 @@ func (_c *SaleCreate) check() error {
 	if v, ok := _c.mutation.PriceCents(); ok {
 		if err := sale.PriceCentsValidator(v); err != nil {
 			return &ValidationError{Name: "price_cents", err: fmt.Errorf(`ent: validator failed for field "Sale.price_cents": %w`, err)}
+		}
+	}
+	if _, ok := _c.mutation.Currency(); !ok {
+		return &ValidationError{Name: "currency", err: errors.New(`ent: missing required field "Sale.currency"`)}
+	}
+	if v, ok := _c.mutation.Currency(); ok {
+		if err := sale.CurrencyValidator(v); err != nil {
+			return &ValidationError{Name: "currency", err: fmt.Errorf(`ent: validator failed for field "Sale.currency": %w`, err)}
 		}
 	}
 	if _, ok := _c.mutation.TotalStock(); !ok {
@@ -256,6 +282,10 @@ func (_c *SaleCreate) createSpec() (*Sale, *sqlgraph.CreateSpec) {
 	if value, ok := _c.mutation.PriceCents(); ok {
 		_spec.SetField(sale.FieldPriceCents, field.TypeInt64, value)
 		_node.PriceCents = value
+	}
+	if value, ok := _c.mutation.Currency(); ok {
+		_spec.SetField(sale.FieldCurrency, field.TypeString, value)
+		_node.Currency = value
 	}
 	if value, ok := _c.mutation.TotalStock(); ok {
 		_spec.SetField(sale.FieldTotalStock, field.TypeInt, value)
@@ -462,6 +492,9 @@ func (u *SaleUpsertOne) UpdateNewValues() *SaleUpsertOne {
 		}
 		if _, exists := u.create.mutation.PriceCents(); exists {
 			s.SetIgnore(sale.FieldPriceCents)
+		}
+		if _, exists := u.create.mutation.Currency(); exists {
+			s.SetIgnore(sale.FieldCurrency)
 		}
 		if _, exists := u.create.mutation.CreatedAt(); exists {
 			s.SetIgnore(sale.FieldCreatedAt)
@@ -789,6 +822,9 @@ func (u *SaleUpsertBulk) UpdateNewValues() *SaleUpsertBulk {
 			}
 			if _, exists := b.mutation.PriceCents(); exists {
 				s.SetIgnore(sale.FieldPriceCents)
+			}
+			if _, exists := b.mutation.Currency(); exists {
+				s.SetIgnore(sale.FieldCurrency)
 			}
 			if _, exists := b.mutation.CreatedAt(); exists {
 				s.SetIgnore(sale.FieldCreatedAt)

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -11,11 +12,14 @@ import (
 
 // NewSale is what an operator gives to create a sale.
 type NewSale struct {
-	Name       string
+	Name string
+	// PriceCents is in Currency's minor units.
 	PriceCents int64
-	Stock      int
-	StartsAt   time.Time
-	EndsAt     time.Time
+	// Currency is an ISO 4217 code; "" is domain.DefaultCurrency.
+	Currency string
+	Stock    int
+	StartsAt time.Time
+	EndsAt   time.Time
 	// PaymentTimeout is the sale's own payment timeout, whole seconds;
 	// 0: the server's.
 	PaymentTimeout time.Duration
@@ -26,9 +30,14 @@ func (s *Store) CreateSale(ctx context.Context, n NewSale) (*ent.Sale, error) {
 	if !n.EndsAt.After(n.StartsAt) {
 		return nil, fmt.Errorf("%w: ends_at must be after starts_at", domain.ErrInvalidOrder)
 	}
+	currency, err := domain.ParseCurrency(cmp.Or(n.Currency, domain.DefaultCurrency))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", domain.ErrInvalidOrder, err)
+	}
 	c := s.db.Sale.Create().
 		SetName(n.Name).
 		SetPriceCents(n.PriceCents).
+		SetCurrency(currency).
 		SetTotalStock(n.Stock).
 		SetStock(n.Stock).
 		SetStartsAt(n.StartsAt.UTC()).

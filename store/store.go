@@ -15,6 +15,7 @@ import (
 	entsql "entgo.io/ent/dialect/sql"
 	_ "github.com/lib/pq" // the Postgres driver
 
+	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/ent"
 	"github.com/seckill/seckill/ent/order"
 	"github.com/seckill/seckill/internal/redact"
@@ -119,6 +120,23 @@ func (s *Store) Migrate(ctx context.Context) error {
 		return fmt.Errorf("migrate: fill in orders' admitted_at: %w", err)
 	}
 	return nil
+}
+
+// FillCurrency gives the sales made before sales had a currency the
+// deployment's default (`seckill migrate --default-currency`): their prices
+// were in it all along. Idempotent: a sale with a currency keeps it.
+func (s *Store) FillCurrency(ctx context.Context, code string) (filled int, _ error) {
+	code, err := domain.ParseCurrency(code)
+	if err != nil {
+		return 0, fmt.Errorf("migrate: default currency: %w", err)
+	}
+	// SQL, not ent: the field is immutable to everything else.
+	res, err := s.sql.ExecContext(ctx, `UPDATE sales SET currency = $1 WHERE currency = ''`, code)
+	if err != nil {
+		return 0, fmt.Errorf("migrate: fill in sales' currency: %w", err)
+	}
+	n, err := res.RowsAffected()
+	return int(n), err
 }
 
 // fillAdmittedAt sets admitted_at from the id where it is missing: the

@@ -6,6 +6,7 @@
 package wire
 
 import (
+	"regexp"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -16,7 +17,8 @@ import (
 // CreateSaleBody is what an operator sends to create a sale.
 type CreateSaleBody struct {
 	Name       string    `json:"name" minLength:"1" maxLength:"200" doc:"Product name."`
-	PriceCents int64     `json:"price_cents" minimum:"0" maximum:"100000000000" doc:"Price in cents."`
+	PriceCents int64     `json:"price_cents" minimum:"0" maximum:"100000000000" doc:"Price in the currency's minor units (cents; a currency without them, such as JPY, in whole units)."`
+	Currency   string    `json:"currency,omitempty" pattern:"^[A-Z]{3}$" example:"EUR" doc:"The price's ISO 4217 currency code; absent: the deployment's default (--default-currency)."`
 	Stock      int       `json:"stock" minimum:"1" maximum:"10000000" doc:"Units to sell."`
 	StartsAt   time.Time `json:"starts_at" doc:"When buying opens (RFC 3339)."`
 	EndsAt     time.Time `json:"ends_at" doc:"When buying closes (RFC 3339); after starts_at."`
@@ -25,10 +27,16 @@ type CreateSaleBody struct {
 	PaymentTimeoutSeconds int `json:"payment_timeout_seconds,omitempty" minimum:"10" maximum:"86400" doc:"How long a buyer has to pay, in seconds; absent: the deployment's default."`
 }
 
-// Resolve checks what the schema cannot: the window's order. A time that
-// is zero was not read (the body or the field did not parse, an error of
-// its own already): comparing it would add a second, phantom error.
+// Resolve checks what the schema cannot: that the currency is one ISO
+// 4217 lists, and the window's order. A currency of the wrong shape, or a
+// time that is zero (the body or the field did not parse), has an error of
+// its own already: checking it again would add a second, phantom error.
 func (b *CreateSaleBody) Resolve(huma.Context) []error {
+	if currencyShape.MatchString(b.Currency) {
+		if _, err := domain.ParseCurrency(b.Currency); err != nil {
+			return []error{&huma.ErrorDetail{Location: "body.currency", Message: "not an ISO 4217 currency code", Value: b.Currency}}
+		}
+	}
 	if b.StartsAt.IsZero() || b.EndsAt.IsZero() {
 		return nil
 	}
@@ -41,6 +49,9 @@ func (b *CreateSaleBody) Resolve(huma.Context) []error {
 	return nil
 }
 
+// currencyShape is the schema's pattern of a currency code.
+var currencyShape = regexp.MustCompile(`^[A-Z]{3}$`)
+
 // AddUnitsBody is what an operator sends to add units to a sale.
 type AddUnitsBody struct {
 	Units int `json:"units" minimum:"1" maximum:"1000000" doc:"Units to add to the sale's stock, at most a million at once."`
@@ -50,7 +61,8 @@ type AddUnitsBody struct {
 type Sale struct {
 	ID         string    `json:"id" pattern:"^[0-9]+$" example:"7262577180163178496" doc:"The sale's id: digits, a 64-bit integer too large for JavaScript's numbers."`
 	Name       string    `json:"name"`
-	PriceCents int64     `json:"price_cents" doc:"Price in cents."`
+	PriceCents int64     `json:"price_cents" doc:"Price in the currency's minor units."`
+	Currency   string    `json:"currency" pattern:"^[A-Z]{3}$" example:"EUR" doc:"The price's ISO 4217 currency code."`
 	Stock      int       `json:"stock" doc:"Units put on sale."`
 	Remaining  int       `json:"remaining" doc:"Units still available (live, from Redis)."`
 	State      string    `json:"state" enum:"upcoming,active,sold_out,ended,cancelled" doc:"cancelled: an operator cancelled the sale (it has ended, and its unpaid orders are cancelled)."`
@@ -82,7 +94,8 @@ type Order struct {
 	UserID      string        `json:"user_id" doc:"The buyer (the token's subject)."`
 	Status      domain.Status `json:"status" enum:"PENDING,AWAITING_PAYMENT,PAID,CANCELLED,EXPIRED,FAILED"`
 	Reason      string        `json:"reason" doc:"Why the order ended as it did (FAILED, CANCELLED, EXPIRED); empty otherwise."`
-	AmountCents int64         `json:"amount_cents"`
+	AmountCents int64         `json:"amount_cents" doc:"The price the buyer was admitted at, in the currency's minor units."`
+	Currency    string        `json:"currency" pattern:"^[A-Z]{3}$" example:"EUR" doc:"The amount's ISO 4217 currency code: the sale's."`
 	WorkflowID  string        `json:"workflow_id" doc:"The id of the order's Temporal workflow, for the Temporal Web UI."`
 	// WorkflowURL is set when the deployment names its Web UI.
 	WorkflowURL string    `json:"workflow_url,omitempty" format:"uri" doc:"The order's workflow in the Temporal Web UI; absent when the deployment has no Web UI configured."`

@@ -145,6 +145,9 @@ func (c *DevCmd) Run(ctx context.Context) error {
 	if err := d.store.Migrate(ctx); err != nil {
 		return err
 	}
+	if _, err := d.store.FillCurrency(ctx, c.DefaultCurrency); err != nil {
+		return err
+	}
 	// The embedded server creates its namespace with them; an external
 	// one, or an older embedded database, may lack them.
 	if err := worker.RegisterSearchAttributes(ctx, d.temporal, c.TemporalNamespace); err != nil {
@@ -251,7 +254,7 @@ func (c *DevCmd) seed(ctx context.Context, st *store.Store, warm func(context.Co
 	}
 	start := time.Now().Add(time.Minute).Truncate(time.Second)
 	s, err := st.CreateSale(ctx, store.NewSale{
-		Name: "Demo phone", PriceCents: 49900, Stock: c.SeedStock,
+		Name: "Demo phone", PriceCents: 49900, Currency: c.DefaultCurrency, Stock: c.SeedStock,
 		StartsAt: start, EndsAt: start.Add(time.Hour),
 	})
 	if err != nil {

@@ -13,10 +13,15 @@ import (
 // steps are idempotent, so it runs safely on every deploy.
 type MigrateCmd struct {
 	Services
+	CurrencyFlags
 	SkipTemporal bool `name:"skip-temporal" help:"Only migrate the database."`
 }
 
 func (c *MigrateCmd) Run(ctx context.Context) error {
+	currency, err := c.currency()
+	if err != nil {
+		return err
+	}
 	d, err := c.connect(ctx, !c.SkipTemporal, nil)
 	if err != nil {
 		return err
@@ -24,6 +29,13 @@ func (c *MigrateCmd) Run(ctx context.Context) error {
 	defer d.Close()
 	if err := d.store.Migrate(ctx); err != nil {
 		return err
+	}
+	filled, err := d.store.FillCurrency(ctx, currency)
+	if err != nil {
+		return err
+	}
+	if filled > 0 {
+		slog.Info("sales without a currency given the default", "sales", filled, "currency", currency)
 	}
 	slog.Info("database schema up to date")
 	if c.SkipTemporal {

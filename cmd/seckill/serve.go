@@ -18,6 +18,7 @@ import (
 
 	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/auth"
+	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/orderid"
 	"github.com/seckill/seckill/relay"
 	"github.com/seckill/seckill/web"
@@ -106,6 +107,21 @@ type APIFlags struct {
 	RelayFlags
 	RelayYield    time.Duration `name:"relay-yield" env:"SECKILL_RELAY_YIELD" default:"15s" help:"How long the relay may hold workflow starts back while purchases are in flight (admission first; 0 = never)."`
 	TemporalUIURL string        `name:"temporal-ui-url" env:"SECKILL_TEMPORAL_UI_URL" help:"Base URL of the Temporal Web UI, for links from orders to their workflow (dev: the embedded UI)."`
+	CurrencyFlags
+}
+
+// CurrencyFlags name the deployment's default currency.
+type CurrencyFlags struct {
+	DefaultCurrency string `name:"default-currency" env:"SECKILL_DEFAULT_CURRENCY" default:"USD" help:"ISO 4217 currency of a sale created without one, and (seckill migrate) of the sales made before sales had one."`
+}
+
+// currency checks the flag: an ISO 4217 code.
+func (f CurrencyFlags) currency() (string, error) {
+	code, err := domain.ParseCurrency(f.DefaultCurrency)
+	if err != nil {
+		return "", fmt.Errorf("--default-currency: %w", err)
+	}
+	return code, nil
 }
 
 // RelayFlags tune a relay, in an api instance or in a worker.
@@ -123,6 +139,10 @@ func (f RelayFlags) options() relay.Options {
 }
 
 func (f APIFlags) config(devTokens bool) (api.Config, error) {
+	currency, err := f.currency()
+	if err != nil {
+		return api.Config{}, err
+	}
 	var proxies []netip.Prefix
 	for _, p := range f.TrustedProxies {
 		prefix, err := netip.ParsePrefix(strings.TrimSpace(p))
@@ -136,7 +156,7 @@ func (f APIFlags) config(devTokens bool) (api.Config, error) {
 		UserRate: noLimitIfZero(f.UserRate), SaleRate: noLimitIfZero(f.SaleRate), WSConnectRate: noLimitIfZero(f.WSConnectRate),
 		WSPerUser: noLimitIfZero(f.WSPerUser), WSMax: noLimitIfZero(f.WSMax),
 		AllowedOrigins: f.AllowedOrigins,
-		DevTokens:      devTokens, TemporalUIURL: f.TemporalUIURL,
+		DevTokens:      devTokens, TemporalUIURL: f.TemporalUIURL, DefaultCurrency: currency,
 		Relay: f.relayOptions(),
 	}, nil
 }

@@ -96,6 +96,7 @@ var (
 		{Name: "id", Type: field.TypeInt64, Increment: true},
 		{Name: "name", Type: field.TypeString, Size: 200},
 		{Name: "price_cents", Type: field.TypeInt64},
+		{Name: "currency", Type: field.TypeString, Size: 3, Default: ""},
 		{Name: "total_stock", Type: field.TypeInt},
 		{Name: "stock", Type: field.TypeInt},
 		{Name: "starts_at", Type: field.TypeTime},

@@ -18,6 +18,8 @@ const (
 	FieldName = "name"
 	// FieldPriceCents holds the string denoting the price_cents field in the database.
 	FieldPriceCents = "price_cents"
+	// FieldCurrency holds the string denoting the currency field in the database.
+	FieldCurrency = "currency"
 	// FieldTotalStock holds the string denoting the total_stock field in the database.
 	FieldTotalStock = "total_stock"
 	// FieldStock holds the string denoting the stock field in the database.
@@ -50,6 +52,7 @@ var Columns = []string{
 	FieldID,
 	FieldName,
 	FieldPriceCents,
+	FieldCurrency,
 	FieldTotalStock,
 	FieldStock,
 	FieldStartsAt,
@@ -74,6 +77,10 @@ var (
 	NameValidator func(string) error
 	// PriceCentsValidator is a validator for the "price_cents" field. It is called by the builders before save.
 	PriceCentsValidator func(int64) error
+	// DefaultCurrency holds the default value on creation for the "currency" field.
+	DefaultCurrency string
+	// CurrencyValidator is a validator for the "currency" field. It is called by the builders before save.
+	CurrencyValidator func(string) error
 	// TotalStockValidator is a validator for the "total_stock" field. It is called by the builders before save.
 	TotalStockValidator func(int) error
 	// StockValidator is a validator for the "stock" field. It is called by the builders before save.
@@ -102,6 +109,11 @@ func ByName(opts ...sql.OrderTermOption) OrderOption {
 // ByPriceCents orders the results by the price_cents field.
 func ByPriceCents(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldPriceCents, opts...).ToFunc()
+}
+
+// ByCurrency orders the results by the currency field.
+func ByCurrency(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldCurrency, opts...).ToFunc()
 }
 
 // ByTotalStock orders the results by the total_stock field.

@@ -65,6 +65,11 @@ func PriceCents(v int64) predicate.Sale {
 	return predicate.Sale(sql.FieldEQ(FieldPriceCents, v))
 }
 
+// Currency applies equality check predicate on the "currency" field. It's identical to CurrencyEQ.
+func Currency(v string) predicate.Sale {
+	return predicate.Sale(sql.FieldEQ(FieldCurrency, v))
+}
+
 // TotalStock applies equality check predicate on the "total_stock" field. It's identical to TotalStockEQ.
 func TotalStock(v int) predicate.Sale {
 	return predicate.Sale(sql.FieldEQ(FieldTotalStock, v))
@@ -203,6 +208,71 @@ func PriceCentsLT(v int64) predicate.Sale {
 // PriceCentsLTE applies the LTE predicate on the "price_cents" field.
 func PriceCentsLTE(v int64) predicate.Sale {
 	return predicate.Sale(sql.FieldLTE(FieldPriceCents, v))
+}
+
+// CurrencyEQ applies the EQ predicate on the "currency" field.
+func CurrencyEQ(v string) predicate.Sale {
+	return predicate.Sale(sql.FieldEQ(FieldCurrency, v))
+}
+
+// CurrencyNEQ applies the NEQ predicate on the "currency" field.
+func CurrencyNEQ(v string) predicate.Sale {
+	return predicate.Sale(sql.FieldNEQ(FieldCurrency, v))
+}
+
+// CurrencyIn applies the In predicate on the "currency" field.
+func CurrencyIn(vs ...string) predicate.Sale {
+	return predicate.Sale(sql.FieldIn(FieldCurrency, vs...))
+}
+
+// CurrencyNotIn applies the NotIn predicate on the "currency" field.
+func CurrencyNotIn(vs ...string) predicate.Sale {
+	return predicate.Sale(sql.FieldNotIn(FieldCurrency, vs...))
+}
+
+// CurrencyGT applies the GT predicate on the "currency" field.
+func CurrencyGT(v string) predicate.Sale {
+	return predicate.Sale(sql.FieldGT(FieldCurrency, v))
+}
+
+// CurrencyGTE applies the GTE predicate on the "currency" field.
+func CurrencyGTE(v string) predicate.Sale {
+	return predicate.Sale(sql.FieldGTE(FieldCurrency, v))
+}
+
+// CurrencyLT applies the LT predicate on the "currency" field.
+func CurrencyLT(v string) predicate.Sale {
+	return predicate.Sale(sql.FieldLT(FieldCurrency, v))
+}
+
+// CurrencyLTE applies the LTE predicate on the "currency" field.
+func CurrencyLTE(v string) predicate.Sale {
+	return predicate.Sale(sql.FieldLTE(FieldCurrency, v))
+}
+
+// CurrencyContains applies the Contains predicate on the "currency" field.
+func CurrencyContains(v string) predicate.Sale {
+	return predicate.Sale(sql.FieldContains(FieldCurrency, v))
+}
+
+// CurrencyHasPrefix applies the HasPrefix predicate on the "currency" field.
+func CurrencyHasPrefix(v string) predicate.Sale {
+	return predicate.Sale(sql.FieldHasPrefix(FieldCurrency, v))
+}
+
+// CurrencyHasSuffix applies the HasSuffix predicate on the "currency" field.
+func CurrencyHasSuffix(v string) predicate.Sale {
+	return predicate.Sale(sql.FieldHasSuffix(FieldCurrency, v))
+}
+
+// CurrencyEqualFold applies the EqualFold predicate on the "currency" field.
+func CurrencyEqualFold(v string) predicate.Sale {
+	return predicate.Sale(sql.FieldEqualFold(FieldCurrency, v))
+}
+
+// CurrencyContainsFold applies the ContainsFold predicate on the "currency" field.
+func CurrencyContainsFold(v string) predicate.Sale {
+	return predicate.Sale(sql.FieldContainsFold(FieldCurrency, v))
 }
 
 // TotalStockEQ applies the EQ predicate on the "total_stock" field.

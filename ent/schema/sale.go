@@ -20,7 +20,13 @@ func (Sale) Fields() []ent.Field {
 	return []ent.Field{
 		field.Int64("id").Positive().Immutable(),
 		field.String("name").NotEmpty().MaxLen(200),
+		// price_cents is in the currency's minor units (cents, fen; yen
+		// have none), whatever its name says.
 		field.Int64("price_cents").NonNegative().Immutable(),
+		// currency is the price's ISO 4217 code. Rows from before it
+		// existed get the deployment's default from `seckill migrate`
+		// (store.FillCurrency); every sale made since names one.
+		field.String("currency").Default("").MaxLen(3).Immutable(),
 		// total_stock and stock grow together when an operator adds units
 		// (store.AddUnits).
 		field.Int("total_stock").NonNegative(),

@@ -8,10 +8,29 @@ export function parseTime(s) {
   return Date.parse(s.replace(/(\.\d{3})\d+/, "$1"));
 }
 
-export function money(cents) {
-  const n = Number(cents) / 100;
+// money renders an amount in its currency's minor units (the API's
+// price_cents and amount_cents) with the currency, as the reader's locale
+// writes it: 499.00 USD as "$499.00", 500 JPY as "¥500" (yen have no minor
+// unit). Without a currency, a plain number with two decimals.
+export function money(minor, currency) {
+  const n = Number(minor);
   if (!Number.isFinite(n)) return "";
-  return n.toLocaleString(undefined, { minimumFractionDigits: 2, maximumFractionDigits: 2 });
+  if (typeof currency === "string" && /^[A-Z]{3}$/.test(currency)) {
+    try {
+      const f = new Intl.NumberFormat(undefined, { style: "currency", currency });
+      return f.format(n / 10 ** minorDigits(currency));
+    } catch {
+      // A code this browser does not know: the number and the code.
+    }
+    return `${(n / 100).toLocaleString(undefined, { minimumFractionDigits: 2, maximumFractionDigits: 2 })} ${currency}`;
+  }
+  return (n / 100).toLocaleString(undefined, { minimumFractionDigits: 2, maximumFractionDigits: 2 });
+}
+
+// minorDigits is how many decimals a currency's minor unit has (2 for
+// USD, 0 for JPY), as the browser's ISO 4217 table says.
+export function minorDigits(currency) {
+  return new Intl.NumberFormat("en", { style: "currency", currency }).resolvedOptions().maximumFractionDigits;
 }
 
 export function clock(ms) {

@@ -24,6 +24,7 @@ export function applyOrder(o, via) {
   if (o.sale_id) next.sale_id = String(o.sale_id);
   if (typeof o.reason === "string" && (o.reason || changed)) next.reason = o.reason;
   if (typeof o.amount_cents === "number" && o.amount_cents > 0) next.amount_cents = o.amount_cents;
+  if (typeof o.currency === "string" && o.currency) next.currency = o.currency;
   // Every word about a PENDING order says where it stands now: a place
   // in line, or none (its workflow has started, or nobody can tell).
   const count = (v) => (typeof v === "number" && Number.isFinite(v) && v > 0 ? v : null);
@@ -147,7 +148,7 @@ export function renderOrders() {
     const sale = state.sales.get(o.sale_id);
     setText(n.sale, sale ? sale.name : `Sale ${o.sale_id}`);
     const cents = o.amount_cents != null ? o.amount_cents : sale ? sale.price_cents : null;
-    setText(n.amount, cents != null ? money(cents) : "");
+    setText(n.amount, cents != null ? money(cents, o.currency || (sale && sale.currency)) : "");
     setText(n.meta, `Order ${id} · ${clock(o.at)}`);
     setText(n.reason, o.reason ? `· ${o.reason}` : "");
     const line = lineText(o);

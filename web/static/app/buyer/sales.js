@@ -130,7 +130,7 @@ export function tick() {
     setAttr(n.badge, "data-state", st);
     setText(n.badge, STATE_LABEL[st] || st);
     setText(n.name, s.name);
-    setText(n.price, money(s.price_cents));
+    setText(n.price, money(s.price_cents, s.currency));
     let cd;
     if (st === "upcoming") cd = `Starts in ${duration(s.starts - now)}`;
     else if (st === "ended") cd = "Ended";

@@ -73,7 +73,7 @@ function saleOrderRow(ord) {
   const paid = ord.paid_at ? ` · paid ${clock(parseTime(ord.paid_at))}` : "";
   return el("li", { "data-order-id": ord.id, "data-status": ord.status },
     el("span", { class: "badge status", "data-status": ord.status, text: STATUS_COUNT_LABEL[ord.status] || ord.status }),
-    el("span", { class: "sale-order-text", text: ` ${ord.id} · ${ord.user_id} · ${money(ord.amount_cents)} · admitted ${clock(parseTime(ord.admitted_at))}${paid} ` }),
+    el("span", { class: "sale-order-text", text: ` ${ord.id} · ${ord.user_id} · ${money(ord.amount_cents, ord.currency)} · admitted ${clock(parseTime(ord.admitted_at))}${paid} ` }),
     link ? el("a", { href: link, target: "_blank", rel: "noopener", class: "workflow-link", text: "workflow" }) : null);
 }
 

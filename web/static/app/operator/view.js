@@ -3,7 +3,7 @@
 
 import { api } from "../api.js";
 import { $, setAttr } from "../dom.js";
-import { clock, parseTime } from "../format.js";
+import { clock, minorDigits, parseTime } from "../format.js";
 import { clearMessage, showError, showMessage } from "../messages.js";
 import { refreshSales } from "../buyer/sales.js";
 import { state } from "../state.js";
@@ -67,9 +67,21 @@ export async function createSale(form) {
   const minutes = Math.max(1, Number(f.get("duration")) || 60);
   const starts = new Date(Date.now() + startsIn * 1000);
   starts.setMilliseconds(0);
+  // The price is typed in whole units; the API takes the currency's minor
+  // units. No currency: the deployment's default, in cents.
+  const currency = String(f.get("currency") || "").trim().toUpperCase();
+  let digits = 2;
+  if (currency) {
+    try {
+      digits = minorDigits(currency);
+    } catch {
+      // Not a code the browser knows: the server says what is wrong.
+    }
+  }
   const body = {
     name: String(f.get("name") || "").trim(),
-    price_cents: Math.round(Number(f.get("price")) * 100),
+    price_cents: Math.round(Number(f.get("price")) * 10 ** digits),
+    ...(currency ? { currency } : {}),
     stock: Math.round(Number(f.get("stock"))),
     starts_at: starts.toISOString(),
     ends_at: new Date(starts.getTime() + minutes * 60000).toISOString(),
