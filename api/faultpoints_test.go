@@ -428,6 +428,7 @@ var faultCases = map[fault.Point]faultCase{
 	fault.ProbeJobs:           probeCase(fault.ProbeJobs),
 	fault.ProbeTake:           probeCase(fault.ProbeTake),
 	fault.ProbeStart:          probeCase(fault.ProbeStart),
+	fault.ProbeDelete:         probeCase(fault.ProbeDelete),
 }
 
 // probeCase: an engine probe meets the fault at p. Whatever it answered,
@@ -450,6 +451,19 @@ func probeCase(p fault.Point) faultCase {
 			// Only that start's goroutine ends; the workflow was started.
 			if r.status != http.StatusOK {
 				t.Fatalf("probe with one start stopped after it: %d %s, want 200", r.status, r.body)
+			}
+		case p == fault.ProbeDelete:
+			// The probe had measured: its answer stands, and counts a
+			// deletion told failed as undeleted (a stop ends only that
+			// deletion's goroutine, counted neither way). An earlier
+			// case's probe left workflows the sweep may delete too.
+			var got wire.EngineProbe
+			if r.status == http.StatusOK {
+				r.decode(t, &got)
+			}
+			want := map[mode]int{modeError: 1, modeStop: 0}[m]
+			if r.status != http.StatusOK || got.Workflows != n || got.Undeleted != want || got.Deleted < n-1 {
+				t.Fatalf("probe with a deletion %s: %d %s, want 200 with at least %d deleted and %d undeleted", m, r.status, r.body, n-1, want)
 			}
 		case m == modeStop && (p == fault.ProbeLock || p == fault.ProbeJobs):
 			if r.status != 0 {
@@ -833,7 +847,7 @@ func TestEveryWriteIsAFaultPoint(t *testing.T) {
 
 	writes := regexp.MustCompile(`\.Admit\(|starter\.Start\(|\.Started\(|\.SAdd\(|\.SRem\(|Script\.Run\(|\bLoad\(ctx|\.Repair\(ctx|` +
 		`Stock\.End\(|\.EndSale\(|\.CancelSale\(|\.AddUnits\(|\.UpdateWorkflow\(|\.FinishOrder\(|\.MarkPaid\(|\.RestoreStock\(|Stock\.Release\(|\.List\(ctx|` +
-		`WithProbeLock\(|\.LPush\(|\.RPop\(|\.StartProbe\(ctx|` +
+		`WithProbeLock\(|\.LPush\(|\.RPop\(|\.StartProbe\(ctx|\.DeleteWorkflowExecution\(|` +
 		`\.RememberAdmissions\(|\.Fenced\(ctx|\.MarkAdmissionLost\(|\.MarkAdmissionRecovered\(|Stock\.Reserve\(`)
 	for _, file := range []string{"orders/purchase.go", "relay/relay.go", "stock/stock.go", "stock/retire.go",
 		"api/operator.go", "reconcile/reconcile.go", "reconcile/stranded.go", "api/probe.go", "relay/probe.go"} {

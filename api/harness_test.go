@@ -57,6 +57,7 @@ type options struct {
 	redisAddr    string // Redis the api uses instead of the test one
 	cfg          api.Config
 	tracing      trace.TracerProvider // traces the api, the Temporal client and the worker
+	temporalArgs []string             // more arguments of `seckill temporal`
 }
 
 func start(t *testing.T, o options) *system {
@@ -71,6 +72,7 @@ func start(t *testing.T, o options) *system {
 	s.stock = stock.New(s.redis, redsync.New(goredis.NewPool(s.redis)))
 	apiStock := stock.New(apiRedis, redsync.New(goredis.NewPool(apiRedis)))
 	s.temporal = testenv.NewTemporal(t)
+	s.temporal.Args = o.temporalArgs
 	if !o.temporalDown {
 		s.temporal.Start()
 	}

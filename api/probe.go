@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -47,8 +48,9 @@ func (s *Server) registerProbe() {
 		Description: "Has the relays start `workflows` no-op workflows on the order task queue, wherever they run (the api instances, " +
 			"or the workers where they run them), as they start orders: the same client, as many starts in flight, eager start where a worker " +
 			"shares it. Answers once the order workers have run every one, with the rate the Temporal server recorded. Run it on a quiet " +
-			"system: during a wave it competes with the orders. One probe at a time in the deployment; the workflows (type SeckillEngineProbe) " +
-			"time out if no worker runs them, and stay in the namespace until its retention ends them.",
+			"system: during a wave it competes with the orders. One probe at a time in the deployment. Once it has measured, outside its window, the probe deletes its " +
+			"workflows (type SeckillEngineProbe), and any an earlier probe left, so that the Temporal Web UI lists the orders alone; the server " +
+			"takes them off its lists within about a minute. A workflow no worker runs times out at the probe's deadline.",
 		Tags: []string{"health"}, Security: bearer, Metadata: map[string]any{adminOnly: true},
 		MaxBodyBytes: 1 << 10,
 		Responses:    s.problems(errMalformed, errNoToken, errAdminsOnly, errTooLarge, errNotJSON, errInvalid, errProbeRunning, errUnavailable),
@@ -98,7 +100,8 @@ func (s *Server) probe(ctx context.Context, n int) (wire.EngineProbe, error) {
 // errors are HTTP answers.
 func (s *Server) runProbe(ctx context.Context, n int, deadline time.Time) (wire.EngineProbe, error) {
 	rdb, tc := s.deps.Stock.Client(), s.deps.Temporal
-	run := fmt.Sprintf("%x", time.Now().UnixNano())
+	began := time.Now()
+	run := fmt.Sprintf("%x", began.UnixNano())
 	withdraw, err := relay.RequestProbe(ctx, rdb, run, n, deadline)
 	if withdraw != nil {
 		// Done or given up (or not told whether the jobs were queued), no
@@ -133,7 +136,11 @@ func (s *Server) runProbe(ctx context.Context, n int, deadline time.Time) (wire.
 		case rerr == nil && len(report.Errors) > 0:
 			return wire.EngineProbe{}, probeProblem("a relay could not start the probe's workflows: " + strings.Join(report.Errors, "; "))
 		case err == nil && done >= int64(n):
-			return s.probeResult(ctx, run, n, report.Relays)
+			p, err := s.probeResult(ctx, run, n, report.Relays)
+			if err == nil {
+				s.deleteProbes(ctx, &p, run, began)
+			}
+			return p, err
 		case rerr == nil && started < int64(n) && time.Since(moved) > probeStall:
 			// The relays' count can miss a start (its write lost, or a
 			// relay of an older version): visibility has the last word.
@@ -169,6 +176,26 @@ func (s *Server) probeResult(ctx context.Context, run string, n int, relays []st
 		p.WorkflowsPerSec = float64(n) / times.Span.Seconds()
 	}
 	return p, nil
+}
+
+// probeDeleteTime bounds the deletion of a probe's workflows.
+const probeDeleteTime = time.Minute
+
+// deleteProbes deletes run's workflows once the probe has measured (their
+// times are read: the deletions fall outside the window and its rate),
+// with any an earlier probe left, so that the Temporal Web UI lists the
+// orders alone; it notes in p what it did. Still under the probe lock: the
+// next probe's window does not meet these deletions. The measurement
+// stands whatever they meet, even the caller leaving.
+func (s *Server) deleteProbes(ctx context.Context, p *wire.EngineProbe, run string, began time.Time) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), probeDeleteTime)
+	defer cancel()
+	start := time.Now()
+	c := relay.DeleteProbes(ctx, s.deps.Temporal, cmp.Or(s.cfg.TemporalNamespace, "default"), run, p.Workflows, began)
+	p.Deleted, p.Undeleted, p.DeleteSeconds = c.Deleted, c.Undeleted, time.Since(start).Seconds()
+	if c.Err != nil {
+		slog.WarnContext(ctx, "engine probe: delete its workflows", "deleted", c.Deleted, "undeleted", c.Undeleted, "err", c.Err)
+	}
 }
 
 func probeProblem(detail string) error {

@@ -4,18 +4,24 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
 
 	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/api/wire"
 	"github.com/seckill/seckill/auth"
-	"github.com/seckill/seckill/client"
+	seckillclient "github.com/seckill/seckill/client"
+	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/fault"
 	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/relay"
 	"github.com/seckill/seckill/workflows"
 )
 
@@ -62,7 +68,7 @@ func TestEngineProbe(t *testing.T) {
 	}
 
 	const n = 40
-	p, err := client.New(s.url, admin, nil).EngineProbe(context.Background(), n)
+	p, err := seckillclient.New(s.url, admin, nil).EngineProbe(context.Background(), n)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,9 +77,62 @@ func TestEngineProbe(t *testing.T) {
 		p.WorkflowsPerSec <= 0 || p.WorkflowsPerSec*p.Seconds < n-0.01 || p.WorkflowsPerSec*p.Seconds > n+0.01 {
 		t.Fatalf("engine probe %+v", p)
 	}
-	if done, err := s.probeWorkflows("Completed"); err != nil || done != first+n {
-		t.Fatalf("%d probe workflows completed, want %d (%v)", done, first+n, err)
+	// Each probe deleted its own workflows, and only those: the first's
+	// were gone already (or on their way), not the second's to delete.
+	if a.p.Deleted != first || p.Deleted != n || a.p.Undeleted+p.Undeleted != 0 {
+		t.Fatalf("deleted %d and %d (undeleted %d and %d), want %d and %d", a.p.Deleted, p.Deleted, a.p.Undeleted, p.Undeleted, first, n)
 	}
+}
+
+// Once it has measured, a probe deletes its workflows, and those an
+// earlier probe left (here: still open, never run, as when no worker
+// registered the probe and its api died), so that the Temporal Web UI's
+// list shows the orders alone; the orders are untouched. The server here
+// checkpoints its transfer queue every second (30 s by default), which is
+// what a deleted workflow waits for before it leaves the lists.
+func TestEngineProbeDeletesItsWorkflows(t *testing.T) {
+	dc := filepath.Join(t.TempDir(), "dynamicconfig.yaml")
+	if err := os.WriteFile(dc, []byte("history.transferProcessorUpdateAckInterval:\n  - value: 1s\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := start(t, options{temporalArgs: []string{"--dynamic-config", dc}})
+	ctx := context.Background()
+	sale, l := s.openSale(2), newLedger()
+	order := s.sold(l, sale, "olga")
+	s.waitStatus(order, "olga", domain.StatusAwaitingPayment)
+	const dead = 3
+	for i := range dead {
+		if _, err := s.tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+			ID: relay.ProbeID("dead", i), TaskQueue: "no-worker-polls-this",
+		}, workflows.EngineProbeName); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	const n = 40
+	p, err := seckillclient.New(s.url, s.token("probe-admin", auth.RoleAdmin), nil).EngineProbe(ctx, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("engine probe: %+v", p)
+	if p.Workflows != n || p.WorkflowsPerSec <= 0 || p.Deleted != n+dead || p.Undeleted != 0 || p.DeleteSeconds <= 0 {
+		t.Fatalf("engine probe %+v, want %d measured and %d deleted", p, n, n+dead)
+	}
+	answered := time.Now()
+	testenv.Eventually(t, 30*time.Second, func() error {
+		resp, err := s.tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Query: fmt.Sprintf("WorkflowType = '%s'", workflows.EngineProbeName)})
+		if err != nil || len(resp.GetExecutions()) > 0 {
+			return fmt.Errorf("%d probe workflows still listed (%v)", len(resp.GetExecutions()), err)
+		}
+		return nil
+	})
+	t.Logf("no probe workflow listed %.1f s after the probe answered", time.Since(answered).Seconds())
+	d, err := s.tc.DescribeWorkflowExecution(ctx, "order-"+order, "")
+	if err != nil || d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		t.Fatalf("the order's workflow after the probe: %v, %v", d.GetWorkflowExecutionInfo().GetStatus(), err)
+	}
+	s.settle(l, sale)
 }
 
 // With no relay anywhere, nothing takes the probe's jobs: the api says so
@@ -126,7 +185,7 @@ type probeAnswer struct {
 func (s *system) probeInBackground(token string, n int) <-chan probeAnswer {
 	waiting := make(chan probeAnswer, 1)
 	go func() {
-		p, err := client.New(s.url, token, nil).EngineProbe(context.Background(), n)
+		p, err := seckillclient.New(s.url, token, nil).EngineProbe(context.Background(), n)
 		waiting <- probeAnswer{p, err}
 	}()
 	return waiting

@@ -50,10 +50,11 @@ const (
 	RetireUnlist Point = "retire.unlist"
 
 	// engine probe: api's engine-probe, relay.Relay's probe loop
-	ProbeLock  Point = "probe.lock"
-	ProbeJobs  Point = "probe.jobs"
-	ProbeTake  Point = "probe.take"
-	ProbeStart Point = "probe.start"
+	ProbeLock   Point = "probe.lock"
+	ProbeJobs   Point = "probe.jobs"
+	ProbeTake   Point = "probe.take"
+	ProbeStart  Point = "probe.start"
+	ProbeDelete Point = "probe.delete"
 )
 
 // Info describes a point for docs/reliability.md.
@@ -129,6 +130,8 @@ var Points = []Info{
 		"the job's workflows are never started: the probe sees its starts stall and answers 503 after 15 s, not at its deadline"},
 	{ProbeStart, "engine probe", "Temporal: one probe workflow started",
 		"the workflow runs; a relay that dies loses the rest of its job, as above (an error is reported, and the probe answers 503 naming it)"},
+	{ProbeDelete, "engine probe", "Temporal: one probe workflow deleted, after the probe measured",
+		"the workflow goes all the same; an api that dies leaves the rest of its probe's workflows listed, and the next probe deletes them (an error counts it undeleted in the probe's answer, which stands)"},
 }
 
 // lookup returns the point's Info.

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
@@ -311,4 +313,94 @@ func ReadProbeTimes(ctx context.Context, c client.Client, run string) (ProbeTime
 			return ProbeTimes{Span: lastClose.Sub(firstStart), Starts: lastStart.Sub(firstStart)}, nil
 		}
 	}
+}
+
+// A probe's workflows are deleted once it has measured, so that the
+// Temporal Web UI's list shows the orders alone (issue 31). The server
+// accepts a deletion at once, but takes a workflow that closed moments
+// before off its lists only after its transfer queue's next checkpoint
+// (history.transferProcessorUpdateAckInterval, 30 s by default), retrying
+// from 3 s: 10 to 40 s after the probe answers (design §4.9).
+const (
+	// probeDeleteParallel is the deletions in flight.
+	probeDeleteParallel = 32
+	// probeSweepMax bounds the earlier probes' workflows one probe deletes.
+	probeSweepMax = 1000
+	// probeSweepAge: an earlier probe's workflow that closed more recently
+	// is left to a later sweep, since its own probe may have deleted it and
+	// the server not yet taken it off its lists (deleted twice, it would be
+	// counted twice).
+	probeSweepAge = 2 * time.Minute
+)
+
+// ProbeCleanup is what deleting a probe's workflows did.
+type ProbeCleanup struct {
+	// Deleted counts the deletions the server accepted.
+	Deleted int
+	// Undeleted counts those that failed; Err is the first failure (or
+	// the sweep's list that failed).
+	Undeleted int
+	Err       error
+}
+
+// DeleteProbes deletes run's n probe workflows, then the workflows that
+// earlier probes left (their api died before deleting them) that are
+// still open or closed before began-probeSweepAge, up to probeSweepMax.
+// An open one is terminated and deleted. One already gone is not counted.
+// The caller holds the probe lock: no other probe's workflows are in
+// flight.
+func DeleteProbes(ctx context.Context, c client.Client, namespace, run string, n int, began time.Time) ProbeCleanup {
+	var (
+		mu  sync.Mutex
+		out ProbeCleanup
+		wg  sync.WaitGroup
+	)
+	sem := make(chan struct{}, probeDeleteParallel)
+	del := func(id, runID string) {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			_, err := c.WorkflowService().DeleteWorkflowExecution(ctx, &workflowservice.DeleteWorkflowExecutionRequest{
+				Namespace: namespace, WorkflowExecution: &commonpb.WorkflowExecution{WorkflowId: id, RunId: runID},
+			})
+			var gone *serviceerror.NotFound
+			if errors.As(err, &gone) {
+				return
+			}
+			if err == nil {
+				err = fault.Hit(fault.ProbeDelete)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				out.Undeleted++
+				out.Err = cmp.Or(out.Err, fmt.Errorf("delete the engine probe %s: %w", id, err))
+				return
+			}
+			out.Deleted++
+		})
+	}
+	for i := range n {
+		del(ProbeID(run, i), "")
+	}
+	left, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+		Query: leftoverQuery(run, began.Add(-probeSweepAge)), PageSize: probeSweepMax,
+	})
+	if err != nil {
+		mu.Lock()
+		out.Err = cmp.Or(out.Err, fmt.Errorf("list the engine probes left over: %w", err))
+		mu.Unlock()
+	}
+	for _, ex := range left.GetExecutions() {
+		del(ex.GetExecution().GetWorkflowId(), ex.GetExecution().GetRunId())
+	}
+	wg.Wait()
+	return out
+}
+
+// leftoverQuery selects the probe workflows of runs other than run that
+// are open, or closed before cutoff.
+func leftoverQuery(run string, cutoff time.Time) string {
+	return fmt.Sprintf("WorkflowType = '%s' AND WorkflowId NOT STARTS_WITH '%s' AND (ExecutionStatus = 'Running' OR CloseTime < '%s')",
+		workflows.EngineProbeName, ProbePrefix(run), cutoff.UTC().Format(time.RFC3339Nano))
 }

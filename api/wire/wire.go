@@ -169,4 +169,7 @@ type EngineProbe struct {
 	WorkflowsPerSec float64  `json:"workflows_per_second" doc:"workflows / seconds: the engine's ceiling for the orders of this deployment."`
 	StartsSeconds   float64  `json:"starts_seconds" doc:"From the first workflow's start to the last one's, as the server recorded them."`
 	Relays          []string `json:"relays" doc:"The relays that started them (their consumer names: host, process id, start time)."`
+	Deleted         int      `json:"deleted" doc:"Probe workflows deleted once the probe had measured, outside its window: this probe's, and an earlier probe's found left over (its api died before deleting them). The Temporal server takes them off its lists within about a minute."`
+	Undeleted       int      `json:"undeleted" doc:"Probe workflows whose deletion failed (Temporal busy or unreachable): they stay listed until a later probe deletes them, or the namespace's retention ends them. The measurement stands."`
+	DeleteSeconds   float64  `json:"delete_seconds" doc:"How long the deletion requests took, after the measured window."`
 }
