@@ -49,23 +49,60 @@ func (s *Server) registerProbe() {
 			"or the workers where they run them), as they start orders: the same client, as many starts in flight, eager start where a worker " +
 			"shares it. Answers once the order workers have run every one, with the rate the Temporal server recorded. Run it on a quiet " +
 			"system: during a wave it competes with the orders. One probe at a time in the deployment. Once it has measured, outside its window, the probe deletes its " +
+			"(unless asked to `keep` them) " +
 			"workflows (type SeckillEngineProbe), and any an earlier probe left, so that the Temporal Web UI lists the orders alone; the server " +
 			"takes them off its lists within about a minute. A workflow no worker runs times out at the probe's deadline.",
 		Tags: []string{"health"}, Security: bearer, Metadata: map[string]any{adminOnly: true},
 		MaxBodyBytes: 1 << 10,
 		Responses:    s.problems(errMalformed, errNoToken, errAdminsOnly, errTooLarge, errNotJSON, errInvalid, errProbeRunning, errUnavailable),
 	}, func(ctx context.Context, in *struct{ Body wire.EngineProbeBody }) (*struct{ Body wire.EngineProbe }, error) {
-		p, err := s.probe(ctx, in.Body.Workflows)
+		p, err := s.probe(ctx, in.Body.Workflows, in.Body.Keep)
 		if err != nil {
 			return nil, err
 		}
 		return &struct{ Body wire.EngineProbe }{p}, nil
 	})
+
+	huma.Register(s.api, huma.Operation{
+		OperationID: "engine-probe-cleanup", Method: http.MethodDelete, Path: "/v1/admin/engine-probe",
+		Summary: "Delete the engine probe's workflows (admin)",
+		Description: "Deletes every engine-probe workflow (type SeckillEngineProbe) the Temporal server lists, up to 1,000 a call: " +
+			"those of probes asked to `keep` them, and any a probe left. A benchmark calls it once it has measured everything, so that " +
+			"the server's work of deleting them lands after its measurements. Answered 503 with `Retry-After` while a probe runs.",
+		Tags: []string{"health"}, Security: bearer, Metadata: map[string]any{adminOnly: true},
+		Responses: s.problems(errNoToken, errAdminsOnly, errProbeRunning, errUnavailable),
+	}, func(ctx context.Context, _ *struct{}) (*struct{ Body wire.ProbeCleanup }, error) {
+		var out wire.ProbeCleanup
+		// fault: the probe's lock (probe.lock's cases); each deletion under it is probe.delete
+		held, err := s.deps.Stock.WithProbeLock(ctx, func(ctx context.Context) error {
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), probeDeleteTime)
+			defer cancel()
+			start := time.Now()
+			c := relay.DeleteListedProbes(ctx, s.deps.Temporal, cmp.Or(s.cfg.TemporalNamespace, "default"))
+			out = wire.ProbeCleanup{Deleted: c.Deleted, Undeleted: c.Undeleted, DeleteSeconds: time.Since(start).Seconds()}
+			if c.Err != nil && c.Deleted == 0 {
+				return toHTTP(ctx, unavailable(c.Err))
+			}
+			return nil
+		})
+		switch {
+		case err != nil:
+			var answer huma.StatusError
+			if errors.As(err, &answer) {
+				return nil, err
+			}
+			return nil, toHTTP(ctx, unavailable(err))
+		case !held:
+			p := problem(http.StatusServiceUnavailable, wire.CodeUnavailable, errProbeRunning.p.Detail)
+			return nil, huma.ErrorWithHeaders(p, http.Header{"Retry-After": {"10"}})
+		}
+		return &struct{ Body wire.ProbeCleanup }{out}, nil
+	})
 }
 
 // probe runs a probe of n workflows under the deployment's probe lock
 // (one at a time: the relays share its jobs) and waits for its end.
-func (s *Server) probe(ctx context.Context, n int) (wire.EngineProbe, error) {
+func (s *Server) probe(ctx context.Context, n int, keep bool) (wire.EngineProbe, error) {
 	deadline := time.Now().Add(probeTime(n))
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
@@ -75,7 +112,7 @@ func (s *Server) probe(ctx context.Context, n int) (wire.EngineProbe, error) {
 			return toHTTP(ctx, unavailable(fmt.Errorf("lock the engine probe: %w", err)))
 		}
 		var err error
-		p, err = s.runProbe(ctx, n, deadline)
+		p, err = s.runProbe(ctx, n, deadline, keep)
 		return err
 	})
 	switch {
@@ -98,7 +135,7 @@ func (s *Server) probe(ctx context.Context, n int) (wire.EngineProbe, error) {
 // runProbe queues the jobs of a probe of n workflows for the relays and
 // waits until the order workers have run them all, or says why not; its
 // errors are HTTP answers.
-func (s *Server) runProbe(ctx context.Context, n int, deadline time.Time) (wire.EngineProbe, error) {
+func (s *Server) runProbe(ctx context.Context, n int, deadline time.Time, keep bool) (wire.EngineProbe, error) {
 	rdb, tc := s.deps.Stock.Client(), s.deps.Temporal
 	began := time.Now()
 	run := fmt.Sprintf("%x", began.UnixNano())
@@ -137,7 +174,7 @@ func (s *Server) runProbe(ctx context.Context, n int, deadline time.Time) (wire.
 			return wire.EngineProbe{}, probeProblem("a relay could not start the probe's workflows: " + strings.Join(report.Errors, "; "))
 		case err == nil && done >= int64(n):
 			p, err := s.probeResult(ctx, run, n, report.Relays)
-			if err == nil {
+			if err == nil && !keep {
 				s.deleteProbes(ctx, &p, run, began)
 			}
 			return p, err

@@ -68,7 +68,7 @@ func TestEngineProbe(t *testing.T) {
 	}
 
 	const n = 40
-	p, err := seckillclient.New(s.url, admin, nil).EngineProbe(context.Background(), n)
+	p, err := seckillclient.New(s.url, admin, nil).EngineProbe(context.Background(), wire.EngineProbeBody{Workflows: n})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func TestEngineProbeDeletesItsWorkflows(t *testing.T) {
 	}
 
 	const n = 40
-	p, err := seckillclient.New(s.url, s.token("probe-admin", auth.RoleAdmin), nil).EngineProbe(ctx, n)
+	p, err := seckillclient.New(s.url, s.token("probe-admin", auth.RoleAdmin), nil).EngineProbe(ctx, wire.EngineProbeBody{Workflows: n})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,11 +128,42 @@ func TestEngineProbeDeletesItsWorkflows(t *testing.T) {
 		return nil
 	})
 	t.Logf("no probe workflow listed %.1f s after the probe answered", time.Since(answered).Seconds())
+
+	// A benchmark's probe keeps its workflows until the benchmark has
+	// measured what follows, then deletes them.
+	admin := seckillclient.New(s.url, s.token("probe-admin", auth.RoleAdmin), nil)
+	if p, err = admin.EngineProbe(ctx, wire.EngineProbeBody{Workflows: n, Keep: true}); err != nil || p.Workflows != n || p.Deleted != 0 {
+		t.Fatalf("engine probe that keeps its workflows: %+v %v, want %d measured and none deleted", p, err, n)
+	}
+	if listed := probesListed(t, s); listed != n {
+		t.Fatalf("%d probe workflows listed after a probe that keeps them, want %d", listed, n)
+	}
+	c, err := admin.DeleteEngineProbes(ctx)
+	if err != nil || c.Deleted != n || c.Undeleted != 0 {
+		t.Fatalf("DELETE /v1/admin/engine-probe: %+v %v, want %d deleted", c, err, n)
+	}
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if listed := probesListed(t, s); listed > 0 {
+			return fmt.Errorf("%d kept probe workflows still listed after their deletion", listed)
+		}
+		return nil
+	})
 	d, err := s.tc.DescribeWorkflowExecution(ctx, "order-"+order, "")
 	if err != nil || d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		t.Fatalf("the order's workflow after the probe: %v, %v", d.GetWorkflowExecutionInfo().GetStatus(), err)
 	}
 	s.settle(l, sale)
+}
+
+// probesListed counts the probe workflows the server lists.
+func probesListed(t *testing.T, s *system) int {
+	t.Helper()
+	resp, err := s.tc.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{
+		Query: fmt.Sprintf("WorkflowType = '%s'", workflows.EngineProbeName)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(resp.GetExecutions())
 }
 
 // With no relay anywhere, nothing takes the probe's jobs: the api says so
@@ -185,7 +216,7 @@ type probeAnswer struct {
 func (s *system) probeInBackground(token string, n int) <-chan probeAnswer {
 	waiting := make(chan probeAnswer, 1)
 	go func() {
-		p, err := seckillclient.New(s.url, token, nil).EngineProbe(context.Background(), n)
+		p, err := seckillclient.New(s.url, token, nil).EngineProbe(context.Background(), wire.EngineProbeBody{Workflows: n})
 		waiting <- probeAnswer{p, err}
 	}()
 	return waiting

@@ -130,7 +130,10 @@ type Result struct {
 	// The Temporal engine's ceiling, and the saga's rate as a ratio to it;
 	// SagaLoad* are the load averages around the saga phase, to read
 	// beside the ceiling's (EngineCeiling.LoadBefore, LoadAfter).
-	Engine         *EngineCeiling    `json:"engine_ceiling,omitempty"`
+	Engine *EngineCeiling `json:"engine_ceiling,omitempty"`
+	// EngineCleanup is the deletion of the probe's workflows, once the run
+	// has measured everything (EngineProbeBody.Keep).
+	EngineCleanup  *ProbeCleanup     `json:"engine_probe_cleanup,omitempty"`
 	SagaVsEngine   float64           `json:"saga_vs_engine,omitempty"`
 	SagaLoadBefore string            `json:"saga_load_average_before,omitempty"`
 	SagaLoadAfter  string            `json:"saga_load_average_after,omitempty"`
@@ -307,6 +310,14 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	r.ratios()
 	r.check()
 	r.LoadAfter = loadAverage()
+	if r.Engine != nil {
+		// Measured everything: the probe's workflows may go now.
+		cleanup, err := c.deleteProbes(ctx, admin)
+		if err != nil {
+			cleanup.Error = err.Error()
+		}
+		r.EngineCleanup = &cleanup
+	}
 	return r, nil
 }
 

@@ -34,10 +34,30 @@ func (c *target) engineCeiling(ctx context.Context, o Options, admin string) (En
 	}
 	e := EngineCeiling{LoadBefore: loadAverage()}
 	begin := time.Now()
-	p, err := client.New(c.base, admin, nil).EngineProbe(ctx, o.EngineWorkflows)
+	// Kept: the server's work of deleting them would land in the phases
+	// measured next. Run deletes them at its end (deleteProbes).
+	p, err := client.New(c.base, admin, nil).EngineProbe(ctx, wire.EngineProbeBody{Workflows: o.EngineWorkflows, Keep: true})
 	if err != nil {
 		return e, fmt.Errorf("engine probe of %d workflows (after %.0f s): %w", o.EngineWorkflows, time.Since(begin).Seconds(), err)
 	}
 	e.EngineProbe, e.LoadAfter = p, loadAverage()
 	return e, nil
+}
+
+// deleteProbes deletes the probe's workflows once the run has measured
+// everything, so that the Temporal Web UI lists the sale's orders alone. A
+// failure is reported, not fatal: they stay listed, and a later probe
+// deletes them.
+func (c *target) deleteProbes(ctx context.Context, admin string) (ProbeCleanup, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	p, err := client.New(c.base, admin, nil).DeleteEngineProbes(ctx)
+	return ProbeCleanup{ProbeCleanup: p}, err
+}
+
+// ProbeCleanup is what deleting the probe's workflows did, or why it
+// could not.
+type ProbeCleanup struct {
+	wire.ProbeCleanup
+	Error string `json:"error,omitempty"`
 }

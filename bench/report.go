@@ -42,6 +42,13 @@ func (r *Result) Table() string {
 		row("temporal engine", "%.1f workflows/s: %d no-op workflows in %.2f s (the server's times), started by %d relay(s)",
 			e.WorkflowsPerSec, e.Workflows, e.Seconds, len(e.Relays))
 		row("  load average", "%s before, %s after", e.LoadBefore, e.LoadAfter)
+		switch cl := r.EngineCleanup; {
+		case cl == nil:
+		case cl.Error != "" || cl.Undeleted > 0:
+			row("  its workflows", "%d deleted after the run, %d left listed: %s", cl.Deleted, cl.Undeleted, cl.Error)
+		default:
+			row("  its workflows", "deleted after the run (%d), off the Web UI's list within about a minute", cl.Deleted)
+		}
 	} else {
 		row("temporal engine", "not measured (%s)", r.NotMeasured["engine_ceiling"])
 	}

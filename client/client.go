@@ -128,11 +128,20 @@ func (c *Client) CancelSale(ctx context.Context, saleID string) (wire.Sale, erro
 }
 
 // EngineProbe measures the Temporal engine's ceiling for the orders with
-// workflows no-op workflows started from the api (admin); it answers when
-// they have all run.
-func (c *Client) EngineProbe(ctx context.Context, workflows int) (wire.EngineProbe, error) {
+// body.Workflows no-op workflows started from the api (admin); it answers
+// when they have all run. body.Keep leaves them in place, for
+// DeleteEngineProbes once whatever is measured next is done.
+func (c *Client) EngineProbe(ctx context.Context, body wire.EngineProbeBody) (wire.EngineProbe, error) {
 	var p wire.EngineProbe
-	_, err := c.do(ctx, http.MethodPost, "/v1/admin/engine-probe", wire.EngineProbeBody{Workflows: workflows}, nil, &p)
+	_, err := c.do(ctx, http.MethodPost, "/v1/admin/engine-probe", body, nil, &p)
+	return p, err
+}
+
+// DeleteEngineProbes deletes the engine probe's workflows the server
+// lists, those of a probe asked to keep them included (admin).
+func (c *Client) DeleteEngineProbes(ctx context.Context) (wire.ProbeCleanup, error) {
+	var p wire.ProbeCleanup
+	_, err := c.do(ctx, http.MethodDelete, "/v1/admin/engine-probe", nil, nil, &p)
 	return p, err
 }
 

@@ -350,52 +350,81 @@ type ProbeCleanup struct {
 // The caller holds the probe lock: no other probe's workflows are in
 // flight.
 func DeleteProbes(ctx context.Context, c client.Client, namespace, run string, n int, began time.Time) ProbeCleanup {
-	var (
-		mu  sync.Mutex
-		out ProbeCleanup
-		wg  sync.WaitGroup
-	)
-	sem := make(chan struct{}, probeDeleteParallel)
-	del := func(id, runID string) {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			_, err := c.WorkflowService().DeleteWorkflowExecution(ctx, &workflowservice.DeleteWorkflowExecutionRequest{
-				Namespace: namespace, WorkflowExecution: &commonpb.WorkflowExecution{WorkflowId: id, RunId: runID},
-			})
-			var gone *serviceerror.NotFound
-			if errors.As(err, &gone) {
-				return
-			}
-			if err == nil {
-				err = fault.Hit(fault.ProbeDelete)
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				out.Undeleted++
-				out.Err = cmp.Or(out.Err, fmt.Errorf("delete the engine probe %s: %w", id, err))
-				return
-			}
-			out.Deleted++
-		})
-	}
+	d := newProbeDeleter(ctx, c, namespace)
 	for i := range n {
-		del(ProbeID(run, i), "")
+		d.delete(ProbeID(run, i), "")
 	}
-	left, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
-		Query: leftoverQuery(run, began.Add(-probeSweepAge)), PageSize: probeSweepMax,
+	d.sweep(leftoverQuery(run, began.Add(-probeSweepAge)))
+	return d.wait()
+}
+
+// DeleteListedProbes deletes every probe workflow the server lists, up to
+// probeSweepMax: those of probes asked to keep them (a benchmark's, deleted
+// once its measurements are over), and any left over. A workflow deleted
+// moments ago may still be listed, and is then counted again. The caller
+// holds the probe lock.
+func DeleteListedProbes(ctx context.Context, c client.Client, namespace string) ProbeCleanup {
+	d := newProbeDeleter(ctx, c, namespace)
+	d.sweep(fmt.Sprintf("WorkflowType = '%s'", workflows.EngineProbeName))
+	return d.wait()
+}
+
+// probeDeleter deletes probe workflows, probeDeleteParallel at a time.
+type probeDeleter struct {
+	ctx       context.Context
+	c         client.Client
+	namespace string
+	sem       chan struct{}
+	wg        sync.WaitGroup
+	mu        sync.Mutex
+	out       ProbeCleanup
+}
+
+func newProbeDeleter(ctx context.Context, c client.Client, namespace string) *probeDeleter {
+	return &probeDeleter{ctx: ctx, c: c, namespace: namespace, sem: make(chan struct{}, probeDeleteParallel)}
+}
+
+func (d *probeDeleter) delete(id, runID string) {
+	d.sem <- struct{}{}
+	d.wg.Go(func() {
+		defer func() { <-d.sem }()
+		_, err := d.c.WorkflowService().DeleteWorkflowExecution(d.ctx, &workflowservice.DeleteWorkflowExecutionRequest{
+			Namespace: d.namespace, WorkflowExecution: &commonpb.WorkflowExecution{WorkflowId: id, RunId: runID},
+		})
+		var gone *serviceerror.NotFound
+		if errors.As(err, &gone) {
+			return
+		}
+		if err == nil {
+			err = fault.Hit(fault.ProbeDelete)
+		}
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if err != nil {
+			d.out.Undeleted++
+			d.out.Err = cmp.Or(d.out.Err, fmt.Errorf("delete the engine probe %s: %w", id, err))
+			return
+		}
+		d.out.Deleted++
 	})
+}
+
+// sweep deletes the probe workflows query lists, up to probeSweepMax.
+func (d *probeDeleter) sweep(query string) {
+	left, err := d.c.ListWorkflow(d.ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: query, PageSize: probeSweepMax})
 	if err != nil {
-		mu.Lock()
-		out.Err = cmp.Or(out.Err, fmt.Errorf("list the engine probes left over: %w", err))
-		mu.Unlock()
+		d.mu.Lock()
+		d.out.Err = cmp.Or(d.out.Err, fmt.Errorf("list the engine probes left over: %w", err))
+		d.mu.Unlock()
 	}
 	for _, ex := range left.GetExecutions() {
-		del(ex.GetExecution().GetWorkflowId(), ex.GetExecution().GetRunId())
+		d.delete(ex.GetExecution().GetWorkflowId(), ex.GetExecution().GetRunId())
 	}
-	wg.Wait()
-	return out
+}
+
+func (d *probeDeleter) wait() ProbeCleanup {
+	d.wg.Wait()
+	return d.out
 }
 
 // leftoverQuery selects the probe workflows of runs other than run that

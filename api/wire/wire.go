@@ -159,6 +159,16 @@ var Codes = []string{
 // EngineProbeBody asks for an engine probe (admin).
 type EngineProbeBody struct {
 	Workflows int `json:"workflows" minimum:"1" maximum:"20000" default:"1000" doc:"How many no-op workflows to run."`
+	// Keep is for benchmarks: the server's work of deleting the workflows
+	// lands 10 to 40 s after the deletion, in whatever is measured next.
+	Keep bool `json:"keep,omitempty" doc:"Leave the probe's workflows in place instead of deleting them once it has measured: a benchmark that measures more after the probe deletes them when it is done, with DELETE /v1/admin/engine-probe."`
+}
+
+// ProbeCleanup is what deleting the probe workflows did.
+type ProbeCleanup struct {
+	Deleted       int     `json:"deleted" doc:"Probe workflows deleted. The Temporal server takes them off its lists within about a minute."`
+	Undeleted     int     `json:"undeleted" doc:"Probe workflows whose deletion failed (Temporal busy or unreachable); they stay listed."`
+	DeleteSeconds float64 `json:"delete_seconds" doc:"How long the deletion requests took."`
 }
 
 // EngineProbe is what an engine probe measured: the Temporal engine's own
