@@ -82,6 +82,8 @@ var (
 	createIndexRe = regexp.MustCompile(`(?is)^\s*CREATE\s+INDEX\s+(\w+)\s+ON\s+` + visibilityTable + `\s+(?:USING\s+\w+\s*)?\((.*)\)\s*$`)
 	// createPrefixRe is the head of a CREATE INDEX, from the schema or
 	// from pg_get_indexdef, to which CONCURRENTLY IF NOT EXISTS is added.
+	// indexDefRe is pg_get_indexdef's form of an index of the table.
+	indexDefRe     = regexp.MustCompile(`^CREATE (?:UNIQUE )?INDEX (\w+) ON (?:public\.)?` + visibilityTable + ` USING \w+ \([^;]*$`)
 	createPrefixRe = regexp.MustCompile(`(?i)^\s*CREATE\s+(UNIQUE\s+)?INDEX\s+`)
 )
 
@@ -355,6 +357,11 @@ func restoreDroppedIndexes(ctx context.Context, db *sql.DB, logger *slog.Logger)
 		return err
 	}
 	for _, name := range slices.Sorted(maps.Keys(defs)) {
+		// The record is executed as SQL: only an index of the visibility
+		// table, of its own name, as pg_get_indexdef wrote it.
+		if m := indexDefRe.FindStringSubmatch(defs[name]); m == nil || m[1] != name {
+			return fmt.Errorf("devstack: recorded definition of index %q is not one of %s's indexes", name, visibilityTable)
+		}
 		if isValid, ok := valid[name]; ok && !isValid {
 			if _, err := conn.ExecContext(ctx, `DROP INDEX CONCURRENTLY IF EXISTS `+pq.QuoteIdentifier(name)); err != nil {
 				return fmt.Errorf("devstack: drop invalid index %s: %w", name, err)

@@ -113,6 +113,23 @@ func TestVisibilityIndexesTrimSurvivesAnUpgradeThatDropsAnIndex(t *testing.T) {
 	if err := db.QueryRow(`SELECT count(*) FROM ` + droppedIndexesTable).Scan(&records); err != nil || records != 0 {
 		t.Fatalf("%d dropped indexes still recorded (%v), want none", records, err)
 	}
+
+	// A record is executed only if it is one index of the table, of the
+	// record's name.
+	for _, def := range []string{
+		`CREATE INDEX by_bool_01 ON public.executions_visibility USING btree (namespace_id); DROP TABLE executions_visibility`,
+		`CREATE INDEX someone_elses ON public.executions_visibility USING btree (namespace_id)`,
+	} {
+		if _, err := db.Exec(`INSERT INTO `+droppedIndexesTable+` VALUES ('by_bool_01', $1) ON CONFLICT (name) DO UPDATE SET definition = $1`, def); err != nil {
+			t.Fatal(err)
+		}
+		if err := restoreDroppedIndexes(ctx, db, logger); err == nil {
+			t.Fatalf("recorded definition %q restored", def)
+		}
+		if got := indexNames(t, db); !slices.Equal(got, full) {
+			t.Fatalf("after a refused record: %v, want %v", got, full)
+		}
+	}
 }
 
 // indexNames are the valid indexes of the visibility table, sorted.
