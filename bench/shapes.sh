@@ -21,6 +21,13 @@
 # life. Each run's JSON goes to OUT (pairs: OUTDIR/<i>-<old|new>.json);
 # `bench/shapes.sh summary OUTDIR` prints the pairs side by side.
 #
+# TEMPORAL_ARGS are more flags of the topology's `seckill temporal`
+# processes (e.g. "--visibility-indexes trimmed"); in pairs, OLD_TEMPORAL_ARGS
+# and NEW_TEMPORAL_ARGS are each side's, so that one binary can be measured
+# against itself with and without an option:
+#   OLD_TEMPORAL_ARGS="--visibility-indexes full" NEW_TEMPORAL_ARGS="--visibility-indexes trimmed" \
+#     bench/shapes.sh pairs 5 topology BIN BIN OUTDIR
+#
 # Needs: redis-server, psql (postgresql-client), jq. Loopback only; every
 # process it starts is stopped when the run ends.
 set -euo pipefail
@@ -80,7 +87,9 @@ run() {
     topology)
       local tdb="temporal_$tag" tport; tport=$(free_port)
       dbs+=("$tdb" "${tdb}_visibility")
-      local store=(--postgres-url "$(db_url "$tdb")" --history-shards 8)
+      local store=(--postgres-url "$(db_url "$tdb")" --history-shards 8) targs=()
+      read -r -a targs <<<"${TEMPORAL_ARGS:-}"
+      store+=("${targs[@]}")
       "$bin" temporal "${store[@]}" --services frontend,matching --port "$tport" --ui-port=-1 >"$w/front.log" 2>&1 &
       pids+=($!); cpu+=(--cpu "temporal_front=pid:$!")
       wait_line "$w/front.log" "temporal ready" 120
@@ -103,7 +112,7 @@ run() {
   # came in, on the api port in builds before it.
   local metrics_url=http://127.0.0.1:$metrics_port/metrics
   curl -fsS -o /dev/null "http://127.0.0.1:$api_port/metrics" 2>/dev/null && metrics_url=http://127.0.0.1:$api_port/metrics
-  log "$shape ready ($bin), bench: $*"
+  log "$shape ready ($bin${TEMPORAL_ARGS:+, temporal $TEMPORAL_ARGS}), bench: $*"
   local rc=0
   "$benchbin" bench --target "http://127.0.0.1:$api_port" --metrics-url "$metrics_url" --redis-addr "127.0.0.1:$redis_port" \
     "${cpu[@]}" "${pg[@]}" --json "$@" >"$out" || rc=$?
@@ -116,8 +125,8 @@ pairs() {
   local n=$1 shape=$2 old=$3 new=$4 dir=$5; shift 5
   mkdir -p "$dir"
   for i in $(seq "$n"); do
-    BENCH_BIN=$new run "$shape" "$old" "$dir/$i-old.json" "$@"
-    BENCH_BIN=$new run "$shape" "$new" "$dir/$i-new.json" "$@"
+    TEMPORAL_ARGS=${OLD_TEMPORAL_ARGS:-} BENCH_BIN=$new run "$shape" "$old" "$dir/$i-old.json" "$@"
+    TEMPORAL_ARGS=${NEW_TEMPORAL_ARGS:-} BENCH_BIN=$new run "$shape" "$new" "$dir/$i-new.json" "$@"
   done
   summary "$dir"
 }
@@ -138,5 +147,5 @@ case $cmd in
   run) run "$@" ;;
   pairs) pairs "$@" ;;
   summary) summary "$@" ;;
-  *) sed -n '2,25p' "$0"; exit 2 ;;
+  *) sed -n '2,32p' "$0"; exit 2 ;;
 esac

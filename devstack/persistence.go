@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -39,6 +40,9 @@ type database struct {
 	// visibility is Postgres's visibility store; nil for SQLite, whose
 	// one database holds visibility too.
 	visibility *config.SQL
+	// visibilityURL is the Postgres visibility database's URL; "" for
+	// SQLite.
+	visibilityURL string
 	// scratch is the tmpfs directory of a database that must not outlive
 	// the server, removed by Stop; "" for a DBFile or SQLite's memory mode.
 	scratch string
@@ -51,8 +55,16 @@ func prepareDatabase(ctx context.Context, opts TemporalOptions) (database, error
 		// The namespace is registered through the frontend once it runs
 		// (configure): the SQLite tooling that writes it beforehand has
 		// no Postgres twin.
-		store, visibility, err := preparePostgres(*opts.Postgres)
-		return database{cfg: store, visibility: visibility}, err
+		logger := opts.Logger
+		if logger == nil {
+			logger = slog.Default()
+		}
+		store, visibility, err := preparePostgres(*opts.Postgres, logger)
+		if err != nil {
+			return database{}, err
+		}
+		visURL, err := opts.Postgres.visibilityURL()
+		return database{cfg: store, visibility: visibility, visibilityURL: visURL}, err
 	}
 	db := database{cfg: &config.SQL{PluginName: sqliteplugin.PluginName}}
 	path := opts.DBFile

@@ -5,8 +5,12 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
+	"log/slog"
 	"net"
 	"net/url"
+	"os"
+	"path"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,6 +21,7 @@ import (
 	"go.temporal.io/server/common/config"
 	"go.temporal.io/server/common/log"
 	"go.temporal.io/server/common/persistence/sql/sqlplugin/postgresql"
+	serverschema "go.temporal.io/server/schema"
 	"go.temporal.io/server/tools/common/schema"
 	sqltool "go.temporal.io/server/tools/sql"
 
@@ -84,7 +89,7 @@ func (p PostgresStore) visibilityURL() (string, error) {
 
 // preparePostgres creates the two databases if they are missing and their
 // schemas at this server's version.
-func preparePostgres(p PostgresStore) (store, visibility *config.SQL, err error) {
+func preparePostgres(p PostgresStore, slogger *slog.Logger) (store, visibility *config.SQL, err error) {
 	visURL, err := p.visibilityURL()
 	if err != nil {
 		return nil, nil, err
@@ -101,14 +106,15 @@ func preparePostgres(p PostgresStore) (store, visibility *config.SQL, err error)
 	}
 	defer unlock()
 	logger := log.NewNoopLogger()
-	for _, db := range []struct {
-		cfg    *config.SQL
-		schema string
-	}{{store, postgresSchema}, {visibility, postgresVisibilitySchema}} {
-		if err := ensurePostgresSchema(db.cfg, db.schema, logger); err != nil {
-			// The drivers' errors may quote a connection string.
-			return nil, nil, redact.Error(err, p.URL, visURL)
-		}
+	if err := ensurePostgresSchema(store, embeddedSchema(postgresSchema), nil, logger); err != nil {
+		// The drivers' errors may quote a connection string.
+		return nil, nil, redact.Error(err, p.URL, visURL)
+	}
+	// A trim of the visibility indexes (SetVisibilityIndexes) is undone
+	// before an upgrade: the versioned scripts expect the full schema.
+	restore := func() error { return restoreDroppedIndexesAt(visURL, slogger) }
+	if err := ensurePostgresSchema(visibility, embeddedSchema(postgresVisibilitySchema), restore, logger); err != nil {
+		return nil, nil, redact.Error(err, p.URL, visURL)
 	}
 	if err := forgetDeadMembers(p.URL); err != nil {
 		return nil, nil, redact.Error(err, p.URL)
@@ -156,6 +162,19 @@ func lockSetup(rawURL string) (unlock func(), err error) {
 		_ = conn.Close()
 		_ = db.Close()
 	}, nil
+}
+
+// restoreDroppedIndexesAt restores the visibility indexes a trim dropped,
+// in the database at rawURL.
+func restoreDroppedIndexesAt(rawURL string, logger *slog.Logger) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	db, err := sql.Open("postgres", rawURL)
+	if err != nil {
+		return fmt.Errorf("devstack: visibility database: %w", err)
+	}
+	defer db.Close()
+	return restoreDroppedIndexes(ctx, db, logger)
 }
 
 // forgetDeadMembers deletes the cluster membership rows of members whose
@@ -221,10 +240,28 @@ func forgetDeadMembers(rawURL string) error {
 	return nil
 }
 
+// schemaSource is where a schema's versioned scripts are: a schema
+// embedded in the server (name), or a directory (tests).
+type schemaSource struct {
+	name string
+	dir  string
+}
+
+func embeddedSchema(name string) schemaSource { return schemaSource{name: name} }
+
+// versioned is the file system and directory of the versioned scripts.
+func (s schemaSource) versioned() (fs.FS, string) {
+	if s.name != "" {
+		return serverschema.Assets(), path.Join(s.name, "versioned")
+	}
+	return os.DirFS(s.dir), "."
+}
+
 // ensurePostgresSchema creates the database if it is missing, then sets up
 // the schema's version table (a new database) and updates the schema to
-// the newest version embedded in this server.
-func ensurePostgresSchema(cfg *config.SQL, schemaName string, logger log.Logger) error {
+// the newest version of src, calling beforeUpdate (if not nil) first when
+// there is an update to run.
+func ensurePostgresSchema(cfg *config.SQL, src schemaSource, beforeUpdate func() error, logger log.Logger) error {
 	admin := *cfg
 	if err := sqltool.DoCreateDatabase(&admin, "postgres", logger); err != nil && !strings.Contains(err.Error(), "already exists") {
 		return fmt.Errorf("devstack: create database %s: %w", cfg.DatabaseName, err)
@@ -234,13 +271,26 @@ func ensurePostgresSchema(cfg *config.SQL, schemaName string, logger log.Logger)
 		return fmt.Errorf("devstack: connect to database %s: %w", cfg.DatabaseName, err)
 	}
 	defer conn.Close()
-	if _, err := conn.ReadSchemaVersion(); err != nil {
+	current, err := conn.ReadSchemaVersion()
+	if err != nil {
 		// No version table: a new database.
 		if err := schema.NewSetupSchemaTask(conn, &schema.SetupConfig{InitialVersion: "0.0"}, logger).Run(); err != nil {
 			return fmt.Errorf("devstack: set up the schema of %s: %w", cfg.DatabaseName, err)
 		}
+	} else if beforeUpdate != nil {
+		fsys, dir := src.versioned()
+		pending, err := schemaUpdatePending(fsys, dir, current)
+		if err != nil {
+			return err
+		}
+		if pending {
+			if err := beforeUpdate(); err != nil {
+				return err
+			}
+		}
 	}
-	if err := schema.NewUpdateSchemaTask(conn, &schema.UpdateConfig{DBName: cfg.DatabaseName, SchemaName: schemaName}, logger).Run(); err != nil {
+	update := &schema.UpdateConfig{DBName: cfg.DatabaseName, SchemaName: src.name, SchemaDir: src.dir}
+	if err := schema.NewUpdateSchemaTask(conn, update, logger).Run(); err != nil {
 		return fmt.Errorf("devstack: update the schema of %s: %w", cfg.DatabaseName, err)
 	}
 	return nil

@@ -45,3 +45,10 @@ var SearchAttributeTypes = map[string]enumspb.IndexedValueType{
 	UserIDKey.GetName():      enumspb.INDEXED_VALUE_TYPE_KEYWORD,
 	OrderStatusKey.GetName(): enumspb.INDEXED_VALUE_TYPE_KEYWORD,
 }
+
+// FilteredSearchAttributes are the search attributes seckill's own
+// visibility queries filter on: SaleId (the audit's count of a sale's open
+// workflows, the stranded repair of one sale, the bench's link to the Web
+// UI) and OrderStatus (the stranded repair). A trim of Temporal's
+// visibility indexes keeps theirs (seckill temporal --visibility-indexes).
+var FilteredSearchAttributes = []string{SaleIDKey.GetName(), OrderStatusKey.GetName()}

@@ -38,6 +38,7 @@ type TemporalCmd struct {
 	MetricsAddr   string        `name:"metrics-addr" env:"SECKILL_TEMPORAL_METRICS_ADDR" help:"Serve the Temporal server's own metrics for Prometheus at http://ADDR/metrics (persistence latencies, task queue backlogs, shard health); empty = none."`
 	Verbose       bool          `name:"verbose" help:"Log the Temporal server at info level instead of warn."`
 	APIKey        string        `name:"api-key" env:"SECKILL_TEMPORAL_SERVER_API_KEY" secret:"" help:"Refuse a namespace's calls without 'Authorization: Bearer KEY' (as Temporal Cloud does; clients pass --temporal-api-key). The Web UI presents it for the people it serves: guard the UI's own port (docker-compose.yml puts it behind the edge's sign-in)."`
+	VisIndexes    string        `name:"visibility-indexes" env:"SECKILL_TEMPORAL_VISIBILITY_INDEXES" enum:"full,trimmed" default:"full" help:"On Postgres, the visibility table's indexes: full = the server's 73; trimmed = only those seckill's queries and the Web UI's default list and filters use (the start/close order, WorkflowType, WorkflowId, ExecutionStatus, SaleId, OrderStatus), so that each visibility write updates 6 instead of 73; other filters still work, by a scan. Switching back re-creates them; an upgrade of the schema puts them back first. The process that runs the frontend applies it."`
 	UIActions     string        `name:"ui-actions" env:"SECKILL_TEMPORAL_UI_ACTIONS" enum:"auto,on,off" default:"auto" help:"The Web UI's write actions (cancel, terminate, reset, updates): auto = on when the UI listens on loopback only, off (read-only) otherwise; on where an authenticating proxy guards the UI (docker-compose.yml's edge)."`
 }
 
@@ -52,6 +53,9 @@ func (c *TemporalCmd) Run(ctx context.Context) error {
 		slog.Warn("the Web UI listens beyond loopback with no sign-in in front that seckill knows of: it is read-only; put an authenticating proxy in front and pass --ui-actions=on for its write actions",
 			"ip", c.IP)
 	}
+	if c.VisIndexes == devstack.VisibilityIndexesTrimmed && c.PostgresURL == "" {
+		slog.Warn("--visibility-indexes trimmed applies to Postgres only: the SQLite store keeps its indexes")
+	}
 	t, err := devstack.StartTemporal(ctx, c.options())
 	if err != nil {
 		return err
@@ -65,6 +69,12 @@ func (c *TemporalCmd) Run(ctx context.Context) error {
 	// A namespace the server creates has them already; one in an older
 	// --data-dir database may lack them.
 	if err := registerSearchAttributes(ctx, t); err != nil {
+		_ = t.Stop()
+		return err
+	}
+	// After the search attributes: a trim keeps the indexes of their
+	// columns, which the namespace maps them to.
+	if err := t.SetVisibilityIndexes(ctx, c.VisIndexes, workflows.FilteredSearchAttributes, slog.Default().With("component", "temporal-server")); err != nil {
 		_ = t.Stop()
 		return err
 	}
