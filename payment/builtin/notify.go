@@ -133,7 +133,9 @@ func (s *Service) sendDue(ctx context.Context) (more bool, next time.Time, err e
 	if c.NotifyHold {
 		return false, time.Time{}, nil // SetControls wakes the sender when the hold lifts
 	}
-	batch, err := s.claim(ctx)
+	// A claim cut off by a stop might commit unread, and leave its
+	// notifications to wait out the lease; it is short, so it finishes.
+	batch, err := s.claim(context.WithoutCancel(ctx))
 	if err != nil {
 		return false, time.Time{}, err
 	}
