@@ -677,6 +677,15 @@ func TestSecretsStayOutOfErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, printed := range []string{fmt.Sprint(c.cfg), fmt.Sprintf("%+v", c.cfg), fmt.Sprintf("%v", Config{
+		BaseURL: "http://x", SecretKey: testSecretKey, WebhookSecret: testWebhookSecret, WebhookURL: "http://u:hunter2-base-password@h/",
+	})} {
+		for _, secret := range []string{"hunter2-base-password", testSecretKey, testWebhookSecret} {
+			if strings.Contains(printed, secret) {
+				t.Fatalf("a printed config shows a secret: %s", printed)
+			}
+		}
+	}
 	_, err = c.Get(ctx, "pay_1")
 	if !errors.Is(err, payment.ErrUnavailable) {
 		t.Fatalf("unreachable: %v", err)
@@ -684,6 +693,48 @@ func TestSecretsStayOutOfErrors(t *testing.T) {
 	for _, secret := range []string{"hunter2-base-password", testSecretKey, testWebhookSecret} {
 		if strings.Contains(err.Error(), secret) {
 			t.Fatalf("error quotes a secret: %v", err)
+		}
+	}
+}
+
+// Concurrent creates under one key make one payment.
+func TestCreateConcurrentSameKey(t *testing.T) {
+	eachDB(t, func(t *testing.T, db *sql.DB) {
+		h := newHarness(t, db, func(o *options) { o.noRun = true })
+		req := h.createRequest()
+		ids := make(chan string, 8)
+		for range 8 {
+			go func() {
+				p, err := h.client.Create(ctx, req)
+				if err != nil {
+					ids <- "error: " + err.Error()
+					return
+				}
+				ids <- p.ID
+			}()
+		}
+		first := <-ids
+		for range 7 {
+			if id := <-ids; id != first || !strings.HasPrefix(id, "pay_") {
+				t.Fatalf("payments %q and %q", first, id)
+			}
+		}
+	})
+}
+
+func TestFormatAmount(t *testing.T) {
+	for _, c := range []struct {
+		m    payment.Money
+		want string
+	}{
+		{payment.Money{Minor: 1999, Currency: "USD"}, "19.99 USD"},
+		{payment.Money{Minor: 5, Currency: "EUR"}, "0.05 EUR"},
+		{payment.Money{Minor: 500, Currency: "JPY"}, "500 JPY"},
+		{payment.Money{Minor: 1234, Currency: "KWD"}, "1.234 KWD"},
+		{payment.Money{Minor: 700, Currency: "QQQ"}, "700 QQQ (minor units)"},
+	} {
+		if got := formatAmount(c.m); got != c.want {
+			t.Errorf("formatAmount(%v) = %q, want %q", c.m, got, c.want)
 		}
 	}
 }

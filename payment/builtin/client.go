@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -340,3 +341,12 @@ func retryAfter(h string, now time.Time) time.Duration {
 	}
 	return 0
 }
+
+// String masks the secrets, so a ClientConfig printed by mistake leaks none.
+func (c ClientConfig) String() string {
+	return fmt.Sprintf("builtin.ClientConfig{BaseURL:%q SecretKey:%s WebhookSecret:%s Tolerance:%s}",
+		redact.URL(c.BaseURL), mask(c.SecretKey), mask(c.WebhookSecret), c.Tolerance)
+}
+
+// LogValue is String for log/slog.
+func (c ClientConfig) LogValue() slog.Value { return slog.StringValue(c.String()) }

@@ -24,6 +24,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/seckill/seckill/internal/redact"
 )
 
 // Name is the provider's name, as payment.Provider.Name answers it.
@@ -158,4 +160,20 @@ func newID(prefix string) string {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
 	return prefix + hex.EncodeToString(b[:])
+}
+
+// String masks the secrets, so a Config printed by mistake leaks none.
+func (c Config) String() string {
+	return fmt.Sprintf("builtin.Config{Prefix:%q BaseURL:%q WebhookURL:%q SecretKey:%s WebhookSecret:%s Controls:%t}",
+		c.Prefix, c.BaseURL, redact.URL(c.WebhookURL), mask(c.SecretKey), mask(c.WebhookSecret), c.Controls)
+}
+
+// LogValue is String for log/slog.
+func (c Config) LogValue() slog.Value { return slog.StringValue(c.String()) }
+
+func mask(secret string) string {
+	if secret == "" {
+		return `""`
+	}
+	return redact.Mask
 }
