@@ -738,3 +738,39 @@ func TestFormatAmount(t *testing.T) {
 		}
 	}
 }
+
+// Two instances over one database (two api processes) share the outbox:
+// each notification is claimed by one, so a healthy receiver gets each
+// once.
+func TestTwoSendersShareTheOutbox(t *testing.T) {
+	eachDB(t, func(t *testing.T, db *sql.DB) {
+		h := newHarness(t, db)
+		second, err := New(h.svc.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runCtx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- second.Run(runCtx) }()
+		t.Cleanup(func() { cancel(); <-done })
+
+		const n = 20
+		want := map[string]bool{}
+		for range n {
+			p := h.create()
+			h.pay(p)
+			want[p.ID] = true
+		}
+		seen := map[string]bool{}
+		for range n {
+			ev := h.next()
+			if seen[ev.ID] || !want[ev.Payment.ID] {
+				t.Fatalf("event %s about %s: a repeat, or not ours", ev.ID, ev.Payment.ID)
+			}
+			seen[ev.ID] = true
+		}
+		if got := h.attempts.Load(); got != n {
+			t.Fatalf("%d deliveries of %d notifications", got, n)
+		}
+	})
+}

@@ -43,6 +43,13 @@ func signature(secret string, unix int64, body []byte) []byte {
 // claimBatch is how many notifications one round of the sender takes.
 const claimBatch = 256
 
+// sendTimeout cuts off one attempt; a claim outlasts it, so a slow
+// receiver does not get the notification from two instances at once.
+const (
+	sendTimeout = 10 * time.Second
+	claimLease  = 3 * sendTimeout
+)
+
 // outgoing is a claimed notification.
 type outgoing struct {
 	id, paymentID, body string
@@ -177,7 +184,7 @@ func (s *Service) sendDue(ctx context.Context) (more bool, next time.Time, err e
 // meanwhile, and one that this instance dies sending is taken over then.
 func (s *Service) claim(ctx context.Context) ([]outgoing, error) {
 	now := time.Now()
-	lease := now.Add(max(30*time.Second, 2*s.cfg.HTTPClient.Timeout))
+	lease := now.Add(claimLease)
 	rows, err := s.db.QueryContext(ctx, `UPDATE builtinpay_events SET next_attempt_at = $1
 		WHERE id IN (SELECT id FROM builtinpay_events WHERE delivered_at IS NULL AND next_attempt_at <= $2
 		             ORDER BY next_attempt_at, id LIMIT $3)
@@ -261,6 +268,8 @@ func (s *Service) backoff(attempt int) time.Duration {
 // send POSTs one notification, signed now; err unless the receiver
 // answered 2xx. Errors quote the webhook URL, redacted.
 func (s *Service) send(ctx context.Context, o outgoing) error {
+	ctx, cancel := context.WithTimeout(ctx, sendTimeout)
+	defer cancel()
 	body := []byte(o.body)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.cfg.WebhookURL, bytes.NewReader(body))
 	if err != nil {

@@ -6,6 +6,20 @@
 // demo page and the bench pay through it, offline; the workflow cannot
 // tell it from Stripe, so what it tests is what runs against Stripe.
 //
+// Routes under Config.Prefix (say /pay/). The API takes
+// "Authorization: Bearer <secret key>" and answers JSON, errors as
+// {"error": {"code", "message"}} with a stable code:
+//
+//	POST <prefix>api/payments               create (Idempotency-Key required)
+//	GET  <prefix>api/payments/{id}          read
+//	POST <prefix>api/payments/{id}/cancel   cancel; a captured one answers 200, captured
+//	POST <prefix>api/payments/{id}/refund   refund whole (Idempotency-Key required)
+//	GET  <prefix>api/payments?captured_from=&captured_to=[&limit=&after=]
+//	                                        the captures of [from, to), a page at a time
+//	GET|PUT <prefix>api/controls            the test controls (Config.Controls only)
+//	POST <prefix>api/payments/{id}/capture_late  (Config.Controls only)
+//	GET|POST <prefix>checkout/{id}          the hosted pay page and its buttons
+//
 // The service keeps its records in its own tables (builtinpay_*), through
 // database/sql rather than ent: they are the provider's records, not
 // seckill's, and they sit in seckill's database only because a provider in
@@ -48,8 +62,9 @@ type Config struct {
 	// WebhookURL receives the notifications; WebhookSecret signs them.
 	WebhookURL    string
 	WebhookSecret string
-	// HTTPClient sends the notifications (default: one with a 10 s
-	// timeout).
+	// HTTPClient sends the notifications (default: one that does not
+	// follow redirects, as providers do not). Each attempt is cut off
+	// after 10 s whatever its timeout.
 	HTTPClient *http.Client
 	// RetryMin and RetryMax bound the backoff between a notification's
 	// attempts: it doubles from RetryMin up to RetryMax (defaults 1 s and
@@ -100,11 +115,16 @@ func New(cfg Config) (*Service, error) {
 	if cfg.SecretKey == "" {
 		return nil, errors.New("builtin payments: no secret key")
 	}
-	if cfg.WebhookURL != "" && cfg.WebhookSecret == "" {
-		return nil, errors.New("builtin payments: a webhook URL needs a webhook secret")
+	if cfg.WebhookURL != "" {
+		if u, err := url.Parse(cfg.WebhookURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, errors.New("builtin payments: webhook URL must be an absolute http(s) URL")
+		}
+		if cfg.WebhookSecret == "" {
+			return nil, errors.New("builtin payments: a webhook URL needs a webhook secret")
+		}
 	}
 	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = &http.Client{Timeout: 10 * time.Second}
+		cfg.HTTPClient = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
 	if cfg.RetryMin <= 0 {
 		cfg.RetryMin = time.Second
