@@ -313,10 +313,11 @@ func (s *Service) expireIfDue(r *http.Request, rec record) (record, error) {
 	if !rec.expired(s.now()) {
 		return rec, nil
 	}
-	got, _, err := s.transition(r.Context(), rec.ID, move{
-		to: payment.Canceled, from: []payment.State{payment.Pending}, reason: "expired", onlyExpired: true,
-	})
-	return got, err
+	got, err := s.cancel(r.Context(), rec.ID, "expired")
+	if err != nil || !got.LateCapture {
+		return got, err
+	}
+	return getPayment(r.Context(), s.db, rec.ID) // captured after all
 }
 
 func (s *Service) getPayment(w http.ResponseWriter, r *http.Request) error {
@@ -336,21 +337,9 @@ func (s *Service) cancelPayment(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	got, changed, err := s.transition(r.Context(), rec.ID, move{
-		to: payment.Canceled, from: []payment.State{payment.Pending}, reason: "requested",
-	})
+	got, err := s.cancel(r.Context(), rec.ID, "requested")
 	if err != nil {
 		return err
-	}
-	if changed && got.LateCapture {
-		// The buyer's "Pay late" (controls): the cancel is answered
-		// canceled, and a capture lands after it, as the race between a
-		// provider's cancel and a buyer's payment does.
-		if _, _, err := s.transition(r.Context(), rec.ID, move{
-			to: payment.Captured, from: []payment.State{payment.Canceled},
-		}); err != nil {
-			return err
-		}
 	}
 	writeJSON(w, http.StatusOK, s.wire(got))
 	return nil

@@ -774,3 +774,19 @@ func TestTwoSendersShareTheOutbox(t *testing.T) {
 		}
 	})
 }
+
+// "Pay late" on a payment nobody cancels: its window's end cancels it,
+// and the capture follows that just the same.
+func TestControlsLateCaptureAtExpiry(t *testing.T) {
+	h := newHarness(t, openSQLite(t, t.TempDir()+"/pay.db"))
+	p := h.create()
+	if resp := h.press(p, h.page(p).token, "pay_late"); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("pay late: %s", resp.Status)
+	}
+	h.clock.Advance(11 * time.Minute)
+	h.expectEvent(p.ID, payment.Canceled)
+	h.expectEvent(p.ID, payment.Captured)
+	if got := h.get(p.ID); got.State != payment.Captured {
+		t.Fatalf("after the window: %s", got.State)
+	}
+}

@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/internal/redact"
-	"github.com/seckill/seckill/payment"
 )
 
 // SignatureHeader carries a notification's signature:
@@ -123,7 +122,7 @@ func (s *Service) expireDue(ctx context.Context) error {
 		return err
 	}
 	for _, id := range ids {
-		if _, _, err := s.transition(ctx, id, move{to: payment.Canceled, from: []payment.State{payment.Pending}, reason: "expired", onlyExpired: true}); err != nil {
+		if _, err := s.cancel(ctx, id, "expired"); err != nil {
 			return err
 		}
 	}

@@ -245,6 +245,23 @@ func (s *Service) transition(ctx context.Context, id string, m move) (record, bo
 	return rec, true, nil
 }
 
+// cancel cancels payment id if it is pending: at the shop's request
+// (reason "requested"), or because its window passed ("expired", only
+// then). If the buyer pressed "Pay late" (controls), a capture lands right
+// after the cancel, as when a provider's cancel and a buyer's payment
+// cross; the record returned is the payment as the cancel left it, which
+// is what the cancel's caller is answered.
+func (s *Service) cancel(ctx context.Context, id, reason string) (record, error) {
+	got, changed, err := s.transition(ctx, id, move{
+		to: payment.Canceled, from: []payment.State{payment.Pending}, reason: reason, onlyExpired: reason == "expired",
+	})
+	if err != nil || !changed || !got.LateCapture {
+		return got, err
+	}
+	_, _, err = s.transition(ctx, id, move{to: payment.Captured, from: []payment.State{payment.Canceled}})
+	return got, err
+}
+
 // placeholders is "$first, $first+1, ..." n of them.
 func placeholders(first, n int) string {
 	p := make([]string, n)
