@@ -17,7 +17,10 @@ import (
 // SetControls, Controls and CaptureLate; the API (GET and PUT
 // <prefix>api/controls with this JSON, POST
 // <prefix>api/payments/{id}/capture_late), for tests that run seckill as
-// a process; and the hosted page's "Pay late" button.
+// a process; and the hosted page's "Pay late" button, which captures a
+// pending payment right after it is cancelled (by the shop, or by its
+// window's end; the cancel is answered "canceled") and a cancelled or
+// expired one at once.
 type Controls struct {
 	// NotifyDelay holds each new notification back this long before its
 	// first attempt (slow notifications).
