@@ -276,8 +276,8 @@ func (p *Provider) Refund(ctx context.Context, paymentID, key, reason string) (p
 // range must reach back to the creation of every payment that could have
 // been captured in the period it reconciles: for a sale, from the sale's
 // start (no payment is created before it) to its end plus the payment
-// window and the cancel grace (none is captured after the workflow's
-// cancel). Pages of 100, through the library's auto-paginating iterator.
+// window (the last order admitted creates its last payment within it).
+// Pages of 100, through the library's auto-paginating iterator.
 func (p *Provider) Captured(ctx context.Context, from, to time.Time) ([]payment.Payment, error) {
 	lt := to.Unix()
 	if to.After(time.Unix(lt, 0)) {
