@@ -14,6 +14,7 @@ require (
 	github.com/prometheus/prometheus v0.311.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/stretchr/testify v1.12.1
+	github.com/stripe/stripe-go/v83 v83.0.1
 	github.com/temporalio/ui-server/v2 v2.55.0
 	go.temporal.io/api v1.64.1
 	go.temporal.io/sdk v1.50.0
