@@ -310,7 +310,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	r.ratios()
 	r.check()
 	r.LoadAfter = loadAverage()
-	if r.Engine != nil {
+	if r.Engine != nil && !r.Engine.Legacy {
 		// Measured everything: the probe's workflows may go now.
 		cleanup, err := c.deleteProbes(ctx, admin)
 		if err != nil {
