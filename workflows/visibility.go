@@ -46,9 +46,11 @@ var SearchAttributeTypes = map[string]enumspb.IndexedValueType{
 	OrderStatusKey.GetName(): enumspb.INDEXED_VALUE_TYPE_KEYWORD,
 }
 
-// FilteredSearchAttributes are the search attributes seckill's own
-// visibility queries filter on: SaleId (the audit's count of a sale's open
-// workflows, the stranded repair of one sale, the bench's link to the Web
-// UI) and OrderStatus (the stranded repair). A trim of Temporal's
-// visibility indexes keeps theirs (seckill temporal --visibility-indexes).
-var FilteredSearchAttributes = []string{SaleIDKey.GetName(), OrderStatusKey.GetName()}
+// FilteredSearchAttributes are the search attributes that seckill's own
+// visibility queries and its operators filter on: SaleId (the audit's count
+// of a sale's open workflows, the stranded repair of one sale, the bench's
+// link to the Web UI), OrderStatus (the stranded repair) and UserId (the
+// Web UI filter README's tour and support use: "what became of this
+// buyer's order?"). A trim of Temporal's visibility indexes keeps theirs
+// (seckill temporal --visibility-indexes).
+var FilteredSearchAttributes = []string{SaleIDKey.GetName(), OrderStatusKey.GetName(), UserIDKey.GetName()}
