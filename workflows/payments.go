@@ -188,6 +188,10 @@ func (o *order) onPayment(ctx workflow.Context, ev PaymentEvent) {
 		}
 		p.seen[ev.EventID] = true
 	}
+	// A read the workflow made itself (a cancel's answer) is the payment's
+	// state now; its time is the workflow's clock, not the provider's, so
+	// it orders nothing.
+	read := ev.EventID == ""
 	state := ev.Payment.State
 	at := p.find(ev.Payment.ID)
 	if at == nil {
@@ -201,15 +205,18 @@ func (o *order) onPayment(ctx workflow.Context, ev PaymentEvent) {
 		// captured payment anywhere but to its refund, changes nothing.
 		// A capture is acted on whenever it arrives (money moved: it is
 		// kept or refunded), once.
-		if ev.At.Before(at.at) || (at.p.State.Final() && state == payment.Pending) ||
+		if (!read && ev.At.Before(at.at)) || (at.p.State.Final() && state == payment.Pending) ||
 			(at.p.State == payment.Captured && state != payment.Refunded) {
 			return
 		}
-		at.p.State, at.at = state, ev.At
+		at.p.State = state
+		if !read {
+			at.at = ev.At
+		}
 		return
 	} else {
 		at.p.State, at.p.Captured = state, ev.Payment.Captured
-		if ev.At.After(at.at) {
+		if !read && ev.At.After(at.at) {
 			at.at = ev.At
 		}
 	}
@@ -310,10 +317,13 @@ func (o *order) startPayment(ctx workflow.Context, req PayRequest) (OrderState, 
 	}
 	p.starting = true
 	var pay payment.Payment
-	actx := workflow.WithActivityOptions(ctx, providerCallOptions)
+	// On a context the workflow's cancellation does not end: a payment
+	// created at the provider is known, so the ending can cancel it there.
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	actx := workflow.WithActivityOptions(dctx, providerCallOptions)
 	err = workflow.ExecuteActivity(actx, a.StartPayment, activities.StartPaymentInput{
 		Ref: o.ref, Provider: p.name, Attempt: n, ReturnURL: req.ReturnURL, ExpiresAt: o.deadline,
-	}).Get(ctx, &pay)
+	}).Get(dctx, &pay)
 	p.starting = false
 	if err != nil {
 		var app *temporal.ApplicationError
@@ -322,7 +332,9 @@ func (o *order) startPayment(ctx workflow.Context, req PayRequest) (OrderState, 
 		}
 		return o.state, temporal.NewApplicationError("cannot pay now: the payment provider did not answer; try again", ErrTypePaymentUnavailable, err)
 	}
-	at := &attempt{n: n, p: pay, at: workflow.Now(ctx)}
+	// The provider's time of the payment orders its events (not the
+	// workflow's clock: a decline may be notified at once).
+	at := &attempt{n: n, p: pay, at: pay.Created}
 	p.attempts = append(p.attempts, at)
 	if pay.State == payment.Captured {
 		o.onCapture(ctx, at, pay) // an attempt paid already (a Reset run's)
@@ -380,7 +392,6 @@ func (o *order) cancelPayment(ctx workflow.Context, reason string) (OrderState, 
 // (a capture decides or is refunded). It reports whether the provider
 // answered.
 func (o *order) cancelAt(ctx workflow.Context, at *attempt, opts workflow.ActivityOptions) bool {
-	at.cancelled = true
 	var pay payment.Payment
 	actx := workflow.WithActivityOptions(ctx, opts)
 	in := activities.PaymentRefIn{Provider: o.provider.name, PaymentID: at.p.ID}
@@ -388,6 +399,7 @@ func (o *order) cancelAt(ctx workflow.Context, at *attempt, opts workflow.Activi
 		workflow.GetLogger(ctx).Warn("cancel payment", "order_id", o.ref.OrderID, "payment_id", at.p.ID, "err", err)
 		return false
 	}
+	at.cancelled = true
 	o.onPayment(ctx, PaymentEvent{Provider: o.provider.name, Payment: pay, At: workflow.Now(ctx)})
 	return true
 }

@@ -450,3 +450,36 @@ func TestPayWithoutAProvider(t *testing.T) {
 		})
 	}
 }
+
+// An operator's cancel of the workflow while a payment is pending ends the
+// order CANCELLED and cancels the payment at the provider before the
+// workflow closes; if the provider answers that it was captured meanwhile,
+// that money goes back.
+func TestWorkflowCancelledWithAPendingPayment(t *testing.T) {
+	for _, answer := range []payment.State{payment.Canceled, payment.Captured} {
+		t.Run(string(answer), func(t *testing.T) {
+			env, _, prov := newPayEnv(t, nil)
+			prov.cancel = func(id string) (payment.Payment, error) {
+				p := payment.Payment{Provider: "fake", ID: id, OrderID: testRef.OrderID, Amount: orderMoney, State: answer}
+				if answer == payment.Captured {
+					p.Captured = orderMoney
+				}
+				return p, nil
+			}
+			env.RegisterDelayedCallback(func() { update(t, env, UpdatePay, wantPayment(t, "pay-1")) }, time.Minute)
+			env.RegisterDelayedCallback(env.CancelWorkflow, 2*time.Minute)
+			env.ExecuteWorkflow(OrderWorkflow, payIn)
+			var st OrderState
+			if err := env.GetWorkflowResult(&st); err != nil || st.Status != domain.StatusCancelled {
+				t.Fatalf("result = %+v, %v; want CANCELLED", st, err)
+			}
+			equal(t, "cancels", prov.cancels, []string{"pay-1"})
+			var want []string
+			if answer == payment.Captured {
+				want = []string{"pay-1"}
+			}
+			equal(t, "refunds", prov.refunded(), want)
+		})
+	}
+}
+
