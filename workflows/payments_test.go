@@ -482,4 +482,3 @@ func TestWorkflowCancelledWithAPendingPayment(t *testing.T) {
 		})
 	}
 }
-
