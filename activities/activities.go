@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/payment"
 	"github.com/seckill/seckill/push"
 	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
@@ -33,6 +34,9 @@ type Activities struct {
 	Stock   *stock.Stock
 	Events  *push.Publisher
 	Metrics *Metrics // optional
+	// Payments are the payment providers orders pay through, by Name()
+	// (payments.go).
+	Payments map[string]payment.Provider
 }
 
 // DeductStock takes the order's unit from the sale's stock in Postgres.
@@ -186,12 +190,17 @@ type NotifyInput struct {
 	Ref    domain.OrderRef
 	Status domain.Status
 	Reason string
+	// RefundedPayment, if set, is the id of a payment given back to the
+	// buyer: the event tells of the refund, Status is the order's own.
+	RefundedPayment string `json:",omitempty"`
 }
 
 // Notify pushes the order's new status to the buyer's websocket.
 func (a *Activities) Notify(ctx context.Context, in NotifyInput) error {
 	start := time.Now()
-	err := a.Events.Publish(ctx, domain.NewEvent(in.Ref.OrderID, in.Ref.SaleID, in.Ref.UserID, in.Status, in.Reason, start))
+	e := domain.NewEvent(in.Ref.OrderID, in.Ref.SaleID, in.Ref.UserID, in.Status, in.Reason, start)
+	e.RefundedPayment = in.RefundedPayment
+	err := a.Events.Publish(ctx, e)
 	a.Metrics.observe("Notify", start, err)
 	return err
 }

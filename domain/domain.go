@@ -134,6 +134,11 @@ type Event struct {
 	// is known; 0 (omitted) otherwise.
 	QueuePosition int64 `json:"queue_position,omitempty"`
 	ETASeconds    int64 `json:"eta_seconds,omitempty"`
+	// RefundedPayment is set on the event that tells the buyer a payment
+	// of theirs was given back (one that came after the order ended, a
+	// second one, a wrong amount): its id at the provider. Status is the
+	// order's own.
+	RefundedPayment string `json:"refunded_payment,omitempty"`
 }
 
 // Place is where a PENDING order stands in its sale's line: the admitted

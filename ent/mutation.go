@@ -715,27 +715,32 @@ func (m *AdmissionMutation) ResetEdge(name string) error {
 // OrderMutation represents an operation that mutates the Order nodes in the graph.
 type OrderMutation struct {
 	config
-	op              Op
-	typ             string
-	id              *int64
-	user_id         *string
-	quantity        *int
-	addquantity     *int
-	amount_cents    *int64
-	addamount_cents *int64
-	status          *order.Status
-	reason          *string
-	idempotency_key *string
-	created_at      *time.Time
-	updated_at      *time.Time
-	paid_at         *time.Time
-	admitted_at     *time.Time
-	clearedFields   map[string]struct{}
-	sale            *int64
-	clearedsale     bool
-	done            bool
-	oldValue        func(context.Context) (*Order, error)
-	predicates      []predicate.Order
+	op               Op
+	typ              string
+	id               *int64
+	user_id          *string
+	quantity         *int
+	addquantity      *int
+	amount_cents     *int64
+	addamount_cents  *int64
+	status           *order.Status
+	reason           *string
+	idempotency_key  *string
+	created_at       *time.Time
+	updated_at       *time.Time
+	paid_at          *time.Time
+	admitted_at      *time.Time
+	payment_provider *string
+	payment_id       *string
+	refund_id        *string
+	refund_reason    *string
+	refunded_at      *time.Time
+	clearedFields    map[string]struct{}
+	sale             *int64
+	clearedsale      bool
+	done             bool
+	oldValue         func(context.Context) (*Order, error)
+	predicates       []predicate.Order
 }
 
 var _ ent.Mutation = (*OrderMutation)(nil)
@@ -1304,6 +1309,199 @@ func (m *OrderMutation) ResetAdmittedAt() {
 	delete(m.clearedFields, order.FieldAdmittedAt)
 }
 
+// SetPaymentProvider sets the "payment_provider" field.
+func (m *OrderMutation) SetPaymentProvider(s string) {
+	m.payment_provider = &s
+}
+
+// PaymentProvider returns the value of the "payment_provider" field in the mutation.
+func (m *OrderMutation) PaymentProvider() (r string, exists bool) {
+	v := m.payment_provider
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldPaymentProvider returns the old "payment_provider" field's value of the Order entity.
+// If the Order object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *OrderMutation) OldPaymentProvider(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldPaymentProvider is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldPaymentProvider requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldPaymentProvider: %w", err)
+	}
+	return oldValue.PaymentProvider, nil
+}
+
+// ResetPaymentProvider resets all changes to the "payment_provider" field.
+func (m *OrderMutation) ResetPaymentProvider() {
+	m.payment_provider = nil
+}
+
+// SetPaymentID sets the "payment_id" field.
+func (m *OrderMutation) SetPaymentID(s string) {
+	m.payment_id = &s
+}
+
+// PaymentID returns the value of the "payment_id" field in the mutation.
+func (m *OrderMutation) PaymentID() (r string, exists bool) {
+	v := m.payment_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldPaymentID returns the old "payment_id" field's value of the Order entity.
+// If the Order object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *OrderMutation) OldPaymentID(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldPaymentID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldPaymentID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldPaymentID: %w", err)
+	}
+	return oldValue.PaymentID, nil
+}
+
+// ResetPaymentID resets all changes to the "payment_id" field.
+func (m *OrderMutation) ResetPaymentID() {
+	m.payment_id = nil
+}
+
+// SetRefundID sets the "refund_id" field.
+func (m *OrderMutation) SetRefundID(s string) {
+	m.refund_id = &s
+}
+
+// RefundID returns the value of the "refund_id" field in the mutation.
+func (m *OrderMutation) RefundID() (r string, exists bool) {
+	v := m.refund_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldRefundID returns the old "refund_id" field's value of the Order entity.
+// If the Order object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *OrderMutation) OldRefundID(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldRefundID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldRefundID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldRefundID: %w", err)
+	}
+	return oldValue.RefundID, nil
+}
+
+// ResetRefundID resets all changes to the "refund_id" field.
+func (m *OrderMutation) ResetRefundID() {
+	m.refund_id = nil
+}
+
+// SetRefundReason sets the "refund_reason" field.
+func (m *OrderMutation) SetRefundReason(s string) {
+	m.refund_reason = &s
+}
+
+// RefundReason returns the value of the "refund_reason" field in the mutation.
+func (m *OrderMutation) RefundReason() (r string, exists bool) {
+	v := m.refund_reason
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldRefundReason returns the old "refund_reason" field's value of the Order entity.
+// If the Order object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *OrderMutation) OldRefundReason(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldRefundReason is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldRefundReason requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldRefundReason: %w", err)
+	}
+	return oldValue.RefundReason, nil
+}
+
+// ResetRefundReason resets all changes to the "refund_reason" field.
+func (m *OrderMutation) ResetRefundReason() {
+	m.refund_reason = nil
+}
+
+// SetRefundedAt sets the "refunded_at" field.
+func (m *OrderMutation) SetRefundedAt(t time.Time) {
+	m.refunded_at = &t
+}
+
+// RefundedAt returns the value of the "refunded_at" field in the mutation.
+func (m *OrderMutation) RefundedAt() (r time.Time, exists bool) {
+	v := m.refunded_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldRefundedAt returns the old "refunded_at" field's value of the Order entity.
+// If the Order object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *OrderMutation) OldRefundedAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldRefundedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldRefundedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldRefundedAt: %w", err)
+	}
+	return oldValue.RefundedAt, nil
+}
+
+// ClearRefundedAt clears the value of the "refunded_at" field.
+func (m *OrderMutation) ClearRefundedAt() {
+	m.refunded_at = nil
+	m.clearedFields[order.FieldRefundedAt] = struct{}{}
+}
+
+// RefundedAtCleared returns if the "refunded_at" field was cleared in this mutation.
+func (m *OrderMutation) RefundedAtCleared() bool {
+	_, ok := m.clearedFields[order.FieldRefundedAt]
+	return ok
+}
+
+// ResetRefundedAt resets all changes to the "refunded_at" field.
+func (m *OrderMutation) ResetRefundedAt() {
+	m.refunded_at = nil
+	delete(m.clearedFields, order.FieldRefundedAt)
+}
+
 // ClearSale clears the "sale" edge to the Sale entity.
 func (m *OrderMutation) ClearSale() {
 	m.clearedsale = true
@@ -1365,7 +1563,7 @@ func (m *OrderMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *OrderMutation) Fields() []string {
-	fields := make([]string, 0, 11)
+	fields := make([]string, 0, 16)
 	if m.sale != nil {
 		fields = append(fields, order.FieldSaleID)
 	}
@@ -1399,6 +1597,21 @@ func (m *OrderMutation) Fields() []string {
 	if m.admitted_at != nil {
 		fields = append(fields, order.FieldAdmittedAt)
 	}
+	if m.payment_provider != nil {
+		fields = append(fields, order.FieldPaymentProvider)
+	}
+	if m.payment_id != nil {
+		fields = append(fields, order.FieldPaymentID)
+	}
+	if m.refund_id != nil {
+		fields = append(fields, order.FieldRefundID)
+	}
+	if m.refund_reason != nil {
+		fields = append(fields, order.FieldRefundReason)
+	}
+	if m.refunded_at != nil {
+		fields = append(fields, order.FieldRefundedAt)
+	}
 	return fields
 }
 
@@ -1429,6 +1642,16 @@ func (m *OrderMutation) Field(name string) (ent.Value, bool) {
 		return m.PaidAt()
 	case order.FieldAdmittedAt:
 		return m.AdmittedAt()
+	case order.FieldPaymentProvider:
+		return m.PaymentProvider()
+	case order.FieldPaymentID:
+		return m.PaymentID()
+	case order.FieldRefundID:
+		return m.RefundID()
+	case order.FieldRefundReason:
+		return m.RefundReason()
+	case order.FieldRefundedAt:
+		return m.RefundedAt()
 	}
 	return nil, false
 }
@@ -1460,6 +1683,16 @@ func (m *OrderMutation) OldField(ctx context.Context, name string) (ent.Value, e
 		return m.OldPaidAt(ctx)
 	case order.FieldAdmittedAt:
 		return m.OldAdmittedAt(ctx)
+	case order.FieldPaymentProvider:
+		return m.OldPaymentProvider(ctx)
+	case order.FieldPaymentID:
+		return m.OldPaymentID(ctx)
+	case order.FieldRefundID:
+		return m.OldRefundID(ctx)
+	case order.FieldRefundReason:
+		return m.OldRefundReason(ctx)
+	case order.FieldRefundedAt:
+		return m.OldRefundedAt(ctx)
 	}
 	return nil, fmt.Errorf("unknown Order field %s", name)
 }
@@ -1546,6 +1779,41 @@ func (m *OrderMutation) SetField(name string, value ent.Value) error {
 		}
 		m.SetAdmittedAt(v)
 		return nil
+	case order.FieldPaymentProvider:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetPaymentProvider(v)
+		return nil
+	case order.FieldPaymentID:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetPaymentID(v)
+		return nil
+	case order.FieldRefundID:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetRefundID(v)
+		return nil
+	case order.FieldRefundReason:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetRefundReason(v)
+		return nil
+	case order.FieldRefundedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetRefundedAt(v)
+		return nil
 	}
 	return fmt.Errorf("unknown Order field %s", name)
 }
@@ -1609,6 +1877,9 @@ func (m *OrderMutation) ClearedFields() []string {
 	if m.FieldCleared(order.FieldAdmittedAt) {
 		fields = append(fields, order.FieldAdmittedAt)
 	}
+	if m.FieldCleared(order.FieldRefundedAt) {
+		fields = append(fields, order.FieldRefundedAt)
+	}
 	return fields
 }
 
@@ -1628,6 +1899,9 @@ func (m *OrderMutation) ClearField(name string) error {
 		return nil
 	case order.FieldAdmittedAt:
 		m.ClearAdmittedAt()
+		return nil
+	case order.FieldRefundedAt:
+		m.ClearRefundedAt()
 		return nil
 	}
 	return fmt.Errorf("unknown Order nullable field %s", name)
@@ -1669,6 +1943,21 @@ func (m *OrderMutation) ResetField(name string) error {
 		return nil
 	case order.FieldAdmittedAt:
 		m.ResetAdmittedAt()
+		return nil
+	case order.FieldPaymentProvider:
+		m.ResetPaymentProvider()
+		return nil
+	case order.FieldPaymentID:
+		m.ResetPaymentID()
+		return nil
+	case order.FieldRefundID:
+		m.ResetRefundID()
+		return nil
+	case order.FieldRefundReason:
+		m.ResetRefundReason()
+		return nil
+	case order.FieldRefundedAt:
+		m.ResetRefundedAt()
 		return nil
 	}
 	return fmt.Errorf("unknown Order field %s", name)

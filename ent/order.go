@@ -40,6 +40,16 @@ type Order struct {
 	PaidAt *time.Time `json:"paid_at,omitempty"`
 	// AdmittedAt holds the value of the "admitted_at" field.
 	AdmittedAt *time.Time `json:"admitted_at,omitempty"`
+	// PaymentProvider holds the value of the "payment_provider" field.
+	PaymentProvider string `json:"payment_provider,omitempty"`
+	// PaymentID holds the value of the "payment_id" field.
+	PaymentID string `json:"payment_id,omitempty"`
+	// RefundID holds the value of the "refund_id" field.
+	RefundID string `json:"refund_id,omitempty"`
+	// RefundReason holds the value of the "refund_reason" field.
+	RefundReason string `json:"refund_reason,omitempty"`
+	// RefundedAt holds the value of the "refunded_at" field.
+	RefundedAt *time.Time `json:"refunded_at,omitempty"`
 	// Edges holds the relations/edges for other nodes in the graph.
 	// The values are being populated by the OrderQuery when eager-loading is set.
 	Edges        OrderEdges `json:"edges"`
@@ -73,9 +83,9 @@ func (*Order) scanValues(columns []string) ([]any, error) {
 		switch columns[i] {
 		case order.FieldID, order.FieldSaleID, order.FieldQuantity, order.FieldAmountCents:
 			values[i] = new(sql.NullInt64)
-		case order.FieldUserID, order.FieldStatus, order.FieldReason, order.FieldIdempotencyKey:
+		case order.FieldUserID, order.FieldStatus, order.FieldReason, order.FieldIdempotencyKey, order.FieldPaymentProvider, order.FieldPaymentID, order.FieldRefundID, order.FieldRefundReason:
 			values[i] = new(sql.NullString)
-		case order.FieldCreatedAt, order.FieldUpdatedAt, order.FieldPaidAt, order.FieldAdmittedAt:
+		case order.FieldCreatedAt, order.FieldUpdatedAt, order.FieldPaidAt, order.FieldAdmittedAt, order.FieldRefundedAt:
 			values[i] = new(sql.NullTime)
 		default:
 			values[i] = new(sql.UnknownType)
@@ -166,6 +176,37 @@ func (_m *Order) assignValues(columns []string, values []any) error {
 				_m.AdmittedAt = new(time.Time)
 				*_m.AdmittedAt = value.Time
 			}
+		case order.FieldPaymentProvider:
+			if value, ok := values[i].(*sql.NullString); !ok {
+				return fmt.Errorf("unexpected type %T for field payment_provider", values[i])
+			} else if value.Valid {
+				_m.PaymentProvider = value.String
+			}
+		case order.FieldPaymentID:
+			if value, ok := values[i].(*sql.NullString); !ok {
+				return fmt.Errorf("unexpected type %T for field payment_id", values[i])
+			} else if value.Valid {
+				_m.PaymentID = value.String
+			}
+		case order.FieldRefundID:
+			if value, ok := values[i].(*sql.NullString); !ok {
+				return fmt.Errorf("unexpected type %T for field refund_id", values[i])
+			} else if value.Valid {
+				_m.RefundID = value.String
+			}
+		case order.FieldRefundReason:
+			if value, ok := values[i].(*sql.NullString); !ok {
+				return fmt.Errorf("unexpected type %T for field refund_reason", values[i])
+			} else if value.Valid {
+				_m.RefundReason = value.String
+			}
+		case order.FieldRefundedAt:
+			if value, ok := values[i].(*sql.NullTime); !ok {
+				return fmt.Errorf("unexpected type %T for field refunded_at", values[i])
+			} else if value.Valid {
+				_m.RefundedAt = new(time.Time)
+				*_m.RefundedAt = value.Time
+			}
 		default:
 			_m.selectValues.Set(columns[i], values[i])
 		}
@@ -241,6 +282,23 @@ func (_m *Order) String() string {
 	builder.WriteString(", ")
 	if v := _m.AdmittedAt; v != nil {
 		builder.WriteString("admitted_at=")
+		builder.WriteString(v.Format(time.ANSIC))
+	}
+	builder.WriteString(", ")
+	builder.WriteString("payment_provider=")
+	builder.WriteString(_m.PaymentProvider)
+	builder.WriteString(", ")
+	builder.WriteString("payment_id=")
+	builder.WriteString(_m.PaymentID)
+	builder.WriteString(", ")
+	builder.WriteString("refund_id=")
+	builder.WriteString(_m.RefundID)
+	builder.WriteString(", ")
+	builder.WriteString("refund_reason=")
+	builder.WriteString(_m.RefundReason)
+	builder.WriteString(", ")
+	if v := _m.RefundedAt; v != nil {
+		builder.WriteString("refunded_at=")
 		builder.WriteString(v.Format(time.ANSIC))
 	}
 	builder.WriteByte(')')

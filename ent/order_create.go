@@ -145,6 +145,76 @@ func (_c *OrderCreate) SetNillableAdmittedAt(v *time.Time) *OrderCreate {
 	return _c
 }
 
+// SetPaymentProvider sets the "payment_provider" field.
+func (_c *OrderCreate) SetPaymentProvider(v string) *OrderCreate {
+	_c.mutation.SetPaymentProvider(v)
+	return _c
+}
+
+// SetNillablePaymentProvider sets the "payment_provider" field if the given value is not nil.
+func (_c *OrderCreate) SetNillablePaymentProvider(v *string) *OrderCreate {
+	if v != nil {
+		_c.SetPaymentProvider(*v)
+	}
+	return _c
+}
+
+// SetPaymentID sets the "payment_id" field.
+func (_c *OrderCreate) SetPaymentID(v string) *OrderCreate {
+	_c.mutation.SetPaymentID(v)
+	return _c
+}
+
+// SetNillablePaymentID sets the "payment_id" field if the given value is not nil.
+func (_c *OrderCreate) SetNillablePaymentID(v *string) *OrderCreate {
+	if v != nil {
+		_c.SetPaymentID(*v)
+	}
+	return _c
+}
+
+// SetRefundID sets the "refund_id" field.
+func (_c *OrderCreate) SetRefundID(v string) *OrderCreate {
+	_c.mutation.SetRefundID(v)
+	return _c
+}
+
+// SetNillableRefundID sets the "refund_id" field if the given value is not nil.
+func (_c *OrderCreate) SetNillableRefundID(v *string) *OrderCreate {
+	if v != nil {
+		_c.SetRefundID(*v)
+	}
+	return _c
+}
+
+// SetRefundReason sets the "refund_reason" field.
+func (_c *OrderCreate) SetRefundReason(v string) *OrderCreate {
+	_c.mutation.SetRefundReason(v)
+	return _c
+}
+
+// SetNillableRefundReason sets the "refund_reason" field if the given value is not nil.
+func (_c *OrderCreate) SetNillableRefundReason(v *string) *OrderCreate {
+	if v != nil {
+		_c.SetRefundReason(*v)
+	}
+	return _c
+}
+
+// SetRefundedAt sets the "refunded_at" field.
+func (_c *OrderCreate) SetRefundedAt(v time.Time) *OrderCreate {
+	_c.mutation.SetRefundedAt(v)
+	return _c
+}
+
+// SetNillableRefundedAt sets the "refunded_at" field if the given value is not nil.
+func (_c *OrderCreate) SetNillableRefundedAt(v *time.Time) *OrderCreate {
+	if v != nil {
+		_c.SetRefundedAt(*v)
+	}
+	return _c
+}
+
 // SetID sets the "id" field.
 func (_c *OrderCreate) SetID(v int64) *OrderCreate {
 	_c.mutation.SetID(v)
@@ -211,6 +281,22 @@ func (_c *OrderCreate) defaults() {
 		v := order.DefaultUpdatedAt()
 		_c.mutation.SetUpdatedAt(v)
 	}
+	if _, ok := _c.mutation.PaymentProvider(); !ok {
+		v := order.DefaultPaymentProvider
+		_c.mutation.SetPaymentProvider(v)
+	}
+	if _, ok := _c.mutation.PaymentID(); !ok {
+		v := order.DefaultPaymentID
+		_c.mutation.SetPaymentID(v)
+	}
+	if _, ok := _c.mutation.RefundID(); !ok {
+		v := order.DefaultRefundID
+		_c.mutation.SetRefundID(v)
+	}
+	if _, ok := _c.mutation.RefundReason(); !ok {
+		v := order.DefaultRefundReason
+		_c.mutation.SetRefundReason(v)
+	}
 }
 
 // check runs all checks and user-defined validators on the builder.
@@ -271,6 +357,38 @@ func (_c *OrderCreate) check() error {
 	}
 	if _, ok := _c.mutation.UpdatedAt(); !ok {
 		return &ValidationError{Name: "updated_at", err: errors.New(`ent: missing required field "Order.updated_at"`)}
+	}
+	if _, ok := _c.mutation.PaymentProvider(); !ok {
+		return &ValidationError{Name: "payment_provider", err: errors.New(`ent: missing required field "Order.payment_provider"`)}
+	}
+	if v, ok := _c.mutation.PaymentProvider(); ok {
+		if err := order.PaymentProviderValidator(v); err != nil {
+			return &ValidationError{Name: "payment_provider", err: fmt.Errorf(`ent: validator failed for field "Order.payment_provider": %w`, err)}
+		}
+	}
+	if _, ok := _c.mutation.PaymentID(); !ok {
+		return &ValidationError{Name: "payment_id", err: errors.New(`ent: missing required field "Order.payment_id"`)}
+	}
+	if v, ok := _c.mutation.PaymentID(); ok {
+		if err := order.PaymentIDValidator(v); err != nil {
+			return &ValidationError{Name: "payment_id", err: fmt.Errorf(`ent: validator failed for field "Order.payment_id": %w`, err)}
+		}
+	}
+	if _, ok := _c.mutation.RefundID(); !ok {
+		return &ValidationError{Name: "refund_id", err: errors.New(`ent: missing required field "Order.refund_id"`)}
+	}
+	if v, ok := _c.mutation.RefundID(); ok {
+		if err := order.RefundIDValidator(v); err != nil {
+			return &ValidationError{Name: "refund_id", err: fmt.Errorf(`ent: validator failed for field "Order.refund_id": %w`, err)}
+		}
+	}
+	if _, ok := _c.mutation.RefundReason(); !ok {
+		return &ValidationError{Name: "refund_reason", err: errors.New(`ent: missing required field "Order.refund_reason"`)}
+	}
+	if v, ok := _c.mutation.RefundReason(); ok {
+		if err := order.RefundReasonValidator(v); err != nil {
+			return &ValidationError{Name: "refund_reason", err: fmt.Errorf(`ent: validator failed for field "Order.refund_reason": %w`, err)}
+		}
 	}
 	if v, ok := _c.mutation.ID(); ok {
 		if err := order.IDValidator(v); err != nil {
@@ -352,6 +470,26 @@ func (_c *OrderCreate) createSpec() (*Order, *sqlgraph.CreateSpec) {
 	if value, ok := _c.mutation.AdmittedAt(); ok {
 		_spec.SetField(order.FieldAdmittedAt, field.TypeTime, value)
 		_node.AdmittedAt = &value
+	}
+	if value, ok := _c.mutation.PaymentProvider(); ok {
+		_spec.SetField(order.FieldPaymentProvider, field.TypeString, value)
+		_node.PaymentProvider = value
+	}
+	if value, ok := _c.mutation.PaymentID(); ok {
+		_spec.SetField(order.FieldPaymentID, field.TypeString, value)
+		_node.PaymentID = value
+	}
+	if value, ok := _c.mutation.RefundID(); ok {
+		_spec.SetField(order.FieldRefundID, field.TypeString, value)
+		_node.RefundID = value
+	}
+	if value, ok := _c.mutation.RefundReason(); ok {
+		_spec.SetField(order.FieldRefundReason, field.TypeString, value)
+		_node.RefundReason = value
+	}
+	if value, ok := _c.mutation.RefundedAt(); ok {
+		_spec.SetField(order.FieldRefundedAt, field.TypeTime, value)
+		_node.RefundedAt = &value
 	}
 	if nodes := _c.mutation.SaleIDs(); len(nodes) > 0 {
 		edge := &sqlgraph.EdgeSpec{
@@ -491,6 +629,72 @@ func (u *OrderUpsert) UpdateAdmittedAt() *OrderUpsert {
 // ClearAdmittedAt clears the value of the "admitted_at" field.
 func (u *OrderUpsert) ClearAdmittedAt() *OrderUpsert {
 	u.SetNull(order.FieldAdmittedAt)
+	return u
+}
+
+// SetPaymentProvider sets the "payment_provider" field.
+func (u *OrderUpsert) SetPaymentProvider(v string) *OrderUpsert {
+	u.Set(order.FieldPaymentProvider, v)
+	return u
+}
+
+// UpdatePaymentProvider sets the "payment_provider" field to the value that was provided on create.
+func (u *OrderUpsert) UpdatePaymentProvider() *OrderUpsert {
+	u.SetExcluded(order.FieldPaymentProvider)
+	return u
+}
+
+// SetPaymentID sets the "payment_id" field.
+func (u *OrderUpsert) SetPaymentID(v string) *OrderUpsert {
+	u.Set(order.FieldPaymentID, v)
+	return u
+}
+
+// UpdatePaymentID sets the "payment_id" field to the value that was provided on create.
+func (u *OrderUpsert) UpdatePaymentID() *OrderUpsert {
+	u.SetExcluded(order.FieldPaymentID)
+	return u
+}
+
+// SetRefundID sets the "refund_id" field.
+func (u *OrderUpsert) SetRefundID(v string) *OrderUpsert {
+	u.Set(order.FieldRefundID, v)
+	return u
+}
+
+// UpdateRefundID sets the "refund_id" field to the value that was provided on create.
+func (u *OrderUpsert) UpdateRefundID() *OrderUpsert {
+	u.SetExcluded(order.FieldRefundID)
+	return u
+}
+
+// SetRefundReason sets the "refund_reason" field.
+func (u *OrderUpsert) SetRefundReason(v string) *OrderUpsert {
+	u.Set(order.FieldRefundReason, v)
+	return u
+}
+
+// UpdateRefundReason sets the "refund_reason" field to the value that was provided on create.
+func (u *OrderUpsert) UpdateRefundReason() *OrderUpsert {
+	u.SetExcluded(order.FieldRefundReason)
+	return u
+}
+
+// SetRefundedAt sets the "refunded_at" field.
+func (u *OrderUpsert) SetRefundedAt(v time.Time) *OrderUpsert {
+	u.Set(order.FieldRefundedAt, v)
+	return u
+}
+
+// UpdateRefundedAt sets the "refunded_at" field to the value that was provided on create.
+func (u *OrderUpsert) UpdateRefundedAt() *OrderUpsert {
+	u.SetExcluded(order.FieldRefundedAt)
+	return u
+}
+
+// ClearRefundedAt clears the value of the "refunded_at" field.
+func (u *OrderUpsert) ClearRefundedAt() *OrderUpsert {
+	u.SetNull(order.FieldRefundedAt)
 	return u
 }
 
@@ -641,6 +845,83 @@ func (u *OrderUpsertOne) UpdateAdmittedAt() *OrderUpsertOne {
 func (u *OrderUpsertOne) ClearAdmittedAt() *OrderUpsertOne {
 	return u.Update(func(s *OrderUpsert) {
 		s.ClearAdmittedAt()
+	})
+}
+
+// SetPaymentProvider sets the "payment_provider" field.
+func (u *OrderUpsertOne) SetPaymentProvider(v string) *OrderUpsertOne {
+	return u.Update(func(s *OrderUpsert) {
+		s.SetPaymentProvider(v)
+	})
+}
+
+// UpdatePaymentProvider sets the "payment_provider" field to the value that was provided on create.
+func (u *OrderUpsertOne) UpdatePaymentProvider() *OrderUpsertOne {
+	return u.Update(func(s *OrderUpsert) {
+		s.UpdatePaymentProvider()
+	})
+}
+
+// SetPaymentID sets the "payment_id" field.
+func (u *OrderUpsertOne) SetPaymentID(v string) *OrderUpsertOne {
+	return u.Update(func(s *OrderUpsert) {
+		s.SetPaymentID(v)
+	})
+}
+
+// UpdatePaymentID sets the "payment_id" field to the value that was provided on create.
+func (u *OrderUpsertOne) UpdatePaymentID() *OrderUpsertOne {
+	return u.Update(func(s *OrderUpsert) {
+		s.UpdatePaymentID()
+	})
+}
+
+// SetRefundID sets the "refund_id" field.
+func (u *OrderUpsertOne) SetRefundID(v string) *OrderUpsertOne {
+	return u.Update(func(s *OrderUpsert) {
+		s.SetRefundID(v)
+	})
+}
+
+// UpdateRefundID sets the "refund_id" field to the value that was provided on create.
+func (u *OrderUpsertOne) UpdateRefundID() *OrderUpsertOne {
+	return u.Update(func(s *OrderUpsert) {
+		s.UpdateRefundID()
+	})
+}
+
+// SetRefundReason sets the "refund_reason" field.
+func (u *OrderUpsertOne) SetRefundReason(v string) *OrderUpsertOne {
+	return u.Update(func(s *OrderUpsert) {
+		s.SetRefundReason(v)
+	})
+}
+
+// UpdateRefundReason sets the "refund_reason" field to the value that was provided on create.
+func (u *OrderUpsertOne) UpdateRefundReason() *OrderUpsertOne {
+	return u.Update(func(s *OrderUpsert) {
+		s.UpdateRefundReason()
+	})
+}
+
+// SetRefundedAt sets the "refunded_at" field.
+func (u *OrderUpsertOne) SetRefundedAt(v time.Time) *OrderUpsertOne {
+	return u.Update(func(s *OrderUpsert) {
+		s.SetRefundedAt(v)
+	})
+}
+
+// UpdateRefundedAt sets the "refunded_at" field to the value that was provided on create.
+func (u *OrderUpsertOne) UpdateRefundedAt() *OrderUpsertOne {
+	return u.Update(func(s *OrderUpsert) {
+		s.UpdateRefundedAt()
+	})
+}
+
+// ClearRefundedAt clears the value of the "refunded_at" field.
+func (u *OrderUpsertOne) ClearRefundedAt() *OrderUpsertOne {
+	return u.Update(func(s *OrderUpsert) {
+		s.ClearRefundedAt()
 	})
 }
 
@@ -957,6 +1238,83 @@ func (u *OrderUpsertBulk) UpdateAdmittedAt() *OrderUpsertBulk {
 func (u *OrderUpsertBulk) ClearAdmittedAt() *OrderUpsertBulk {
 	return u.Update(func(s *OrderUpsert) {
 		s.ClearAdmittedAt()
+	})
+}
+
+// SetPaymentProvider sets the "payment_provider" field.
+func (u *OrderUpsertBulk) SetPaymentProvider(v string) *OrderUpsertBulk {
+	return u.Update(func(s *OrderUpsert) {
+		s.SetPaymentProvider(v)
+	})
+}
+
+// UpdatePaymentProvider sets the "payment_provider" field to the value that was provided on create.
+func (u *OrderUpsertBulk) UpdatePaymentProvider() *OrderUpsertBulk {
+	return u.Update(func(s *OrderUpsert) {
+		s.UpdatePaymentProvider()
+	})
+}
+
+// SetPaymentID sets the "payment_id" field.
+func (u *OrderUpsertBulk) SetPaymentID(v string) *OrderUpsertBulk {
+	return u.Update(func(s *OrderUpsert) {
+		s.SetPaymentID(v)
+	})
+}
+
+// UpdatePaymentID sets the "payment_id" field to the value that was provided on create.
+func (u *OrderUpsertBulk) UpdatePaymentID() *OrderUpsertBulk {
+	return u.Update(func(s *OrderUpsert) {
+		s.UpdatePaymentID()
+	})
+}
+
+// SetRefundID sets the "refund_id" field.
+func (u *OrderUpsertBulk) SetRefundID(v string) *OrderUpsertBulk {
+	return u.Update(func(s *OrderUpsert) {
+		s.SetRefundID(v)
+	})
+}
+
+// UpdateRefundID sets the "refund_id" field to the value that was provided on create.
+func (u *OrderUpsertBulk) UpdateRefundID() *OrderUpsertBulk {
+	return u.Update(func(s *OrderUpsert) {
+		s.UpdateRefundID()
+	})
+}
+
+// SetRefundReason sets the "refund_reason" field.
+func (u *OrderUpsertBulk) SetRefundReason(v string) *OrderUpsertBulk {
+	return u.Update(func(s *OrderUpsert) {
+		s.SetRefundReason(v)
+	})
+}
+
+// UpdateRefundReason sets the "refund_reason" field to the value that was provided on create.
+func (u *OrderUpsertBulk) UpdateRefundReason() *OrderUpsertBulk {
+	return u.Update(func(s *OrderUpsert) {
+		s.UpdateRefundReason()
+	})
+}
+
+// SetRefundedAt sets the "refunded_at" field.
+func (u *OrderUpsertBulk) SetRefundedAt(v time.Time) *OrderUpsertBulk {
+	return u.Update(func(s *OrderUpsert) {
+		s.SetRefundedAt(v)
+	})
+}
+
+// UpdateRefundedAt sets the "refunded_at" field to the value that was provided on create.
+func (u *OrderUpsertBulk) UpdateRefundedAt() *OrderUpsertBulk {
+	return u.Update(func(s *OrderUpsert) {
+		s.UpdateRefundedAt()
+	})
+}
+
+// ClearRefundedAt clears the value of the "refunded_at" field.
+func (u *OrderUpsertBulk) ClearRefundedAt() *OrderUpsertBulk {
+	return u.Update(func(s *OrderUpsert) {
+		s.ClearRefundedAt()
 	})
 }
 

@@ -102,6 +102,82 @@ func (_u *OrderUpdate) ClearAdmittedAt() *OrderUpdate {
 	return _u
 }
 
+// SetPaymentProvider sets the "payment_provider" field.
+func (_u *OrderUpdate) SetPaymentProvider(v string) *OrderUpdate {
+	_u.mutation.SetPaymentProvider(v)
+	return _u
+}
+
+// SetNillablePaymentProvider sets the "payment_provider" field if the given value is not nil.
+func (_u *OrderUpdate) SetNillablePaymentProvider(v *string) *OrderUpdate {
+	if v != nil {
+		_u.SetPaymentProvider(*v)
+	}
+	return _u
+}
+
+// SetPaymentID sets the "payment_id" field.
+func (_u *OrderUpdate) SetPaymentID(v string) *OrderUpdate {
+	_u.mutation.SetPaymentID(v)
+	return _u
+}
+
+// SetNillablePaymentID sets the "payment_id" field if the given value is not nil.
+func (_u *OrderUpdate) SetNillablePaymentID(v *string) *OrderUpdate {
+	if v != nil {
+		_u.SetPaymentID(*v)
+	}
+	return _u
+}
+
+// SetRefundID sets the "refund_id" field.
+func (_u *OrderUpdate) SetRefundID(v string) *OrderUpdate {
+	_u.mutation.SetRefundID(v)
+	return _u
+}
+
+// SetNillableRefundID sets the "refund_id" field if the given value is not nil.
+func (_u *OrderUpdate) SetNillableRefundID(v *string) *OrderUpdate {
+	if v != nil {
+		_u.SetRefundID(*v)
+	}
+	return _u
+}
+
+// SetRefundReason sets the "refund_reason" field.
+func (_u *OrderUpdate) SetRefundReason(v string) *OrderUpdate {
+	_u.mutation.SetRefundReason(v)
+	return _u
+}
+
+// SetNillableRefundReason sets the "refund_reason" field if the given value is not nil.
+func (_u *OrderUpdate) SetNillableRefundReason(v *string) *OrderUpdate {
+	if v != nil {
+		_u.SetRefundReason(*v)
+	}
+	return _u
+}
+
+// SetRefundedAt sets the "refunded_at" field.
+func (_u *OrderUpdate) SetRefundedAt(v time.Time) *OrderUpdate {
+	_u.mutation.SetRefundedAt(v)
+	return _u
+}
+
+// SetNillableRefundedAt sets the "refunded_at" field if the given value is not nil.
+func (_u *OrderUpdate) SetNillableRefundedAt(v *time.Time) *OrderUpdate {
+	if v != nil {
+		_u.SetRefundedAt(*v)
+	}
+	return _u
+}
+
+// ClearRefundedAt clears the value of the "refunded_at" field.
+func (_u *OrderUpdate) ClearRefundedAt() *OrderUpdate {
+	_u.mutation.ClearRefundedAt()
+	return _u
+}
+
 // Mutation returns the OrderMutation object of the builder.
 func (_u *OrderUpdate) Mutation() *OrderMutation {
 	return _u.mutation
@@ -155,6 +231,26 @@ func (_u *OrderUpdate) check() error {
 			return &ValidationError{Name: "reason", err: fmt.Errorf(`ent: validator failed for field "Order.reason": %w`, err)}
 		}
 	}
+	if v, ok := _u.mutation.PaymentProvider(); ok {
+		if err := order.PaymentProviderValidator(v); err != nil {
+			return &ValidationError{Name: "payment_provider", err: fmt.Errorf(`ent: validator failed for field "Order.payment_provider": %w`, err)}
+		}
+	}
+	if v, ok := _u.mutation.PaymentID(); ok {
+		if err := order.PaymentIDValidator(v); err != nil {
+			return &ValidationError{Name: "payment_id", err: fmt.Errorf(`ent: validator failed for field "Order.payment_id": %w`, err)}
+		}
+	}
+	if v, ok := _u.mutation.RefundID(); ok {
+		if err := order.RefundIDValidator(v); err != nil {
+			return &ValidationError{Name: "refund_id", err: fmt.Errorf(`ent: validator failed for field "Order.refund_id": %w`, err)}
+		}
+	}
+	if v, ok := _u.mutation.RefundReason(); ok {
+		if err := order.RefundReasonValidator(v); err != nil {
+			return &ValidationError{Name: "refund_reason", err: fmt.Errorf(`ent: validator failed for field "Order.refund_reason": %w`, err)}
+		}
+	}
 	if _u.mutation.SaleCleared() && len(_u.mutation.SaleIDs()) > 0 {
 		return errors.New(`ent: clearing a required unique edge "Order.sale"`)
 	}
@@ -193,6 +289,24 @@ func (_u *OrderUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	}
 	if _u.mutation.AdmittedAtCleared() {
 		_spec.ClearField(order.FieldAdmittedAt, field.TypeTime)
+	}
+	if value, ok := _u.mutation.PaymentProvider(); ok {
+		_spec.SetField(order.FieldPaymentProvider, field.TypeString, value)
+	}
+	if value, ok := _u.mutation.PaymentID(); ok {
+		_spec.SetField(order.FieldPaymentID, field.TypeString, value)
+	}
+	if value, ok := _u.mutation.RefundID(); ok {
+		_spec.SetField(order.FieldRefundID, field.TypeString, value)
+	}
+	if value, ok := _u.mutation.RefundReason(); ok {
+		_spec.SetField(order.FieldRefundReason, field.TypeString, value)
+	}
+	if value, ok := _u.mutation.RefundedAt(); ok {
+		_spec.SetField(order.FieldRefundedAt, field.TypeTime, value)
+	}
+	if _u.mutation.RefundedAtCleared() {
+		_spec.ClearField(order.FieldRefundedAt, field.TypeTime)
 	}
 	if _node, err = sqlgraph.UpdateNodes(ctx, _u.driver, _spec); err != nil {
 		if _, ok := err.(*sqlgraph.NotFoundError); ok {
@@ -288,6 +402,82 @@ func (_u *OrderUpdateOne) ClearAdmittedAt() *OrderUpdateOne {
 	return _u
 }
 
+// SetPaymentProvider sets the "payment_provider" field.
+func (_u *OrderUpdateOne) SetPaymentProvider(v string) *OrderUpdateOne {
+	_u.mutation.SetPaymentProvider(v)
+	return _u
+}
+
+// SetNillablePaymentProvider sets the "payment_provider" field if the given value is not nil.
+func (_u *OrderUpdateOne) SetNillablePaymentProvider(v *string) *OrderUpdateOne {
+	if v != nil {
+		_u.SetPaymentProvider(*v)
+	}
+	return _u
+}
+
+// SetPaymentID sets the "payment_id" field.
+func (_u *OrderUpdateOne) SetPaymentID(v string) *OrderUpdateOne {
+	_u.mutation.SetPaymentID(v)
+	return _u
+}
+
+// SetNillablePaymentID sets the "payment_id" field if the given value is not nil.
+func (_u *OrderUpdateOne) SetNillablePaymentID(v *string) *OrderUpdateOne {
+	if v != nil {
+		_u.SetPaymentID(*v)
+	}
+	return _u
+}
+
+// SetRefundID sets the "refund_id" field.
+func (_u *OrderUpdateOne) SetRefundID(v string) *OrderUpdateOne {
+	_u.mutation.SetRefundID(v)
+	return _u
+}
+
+// SetNillableRefundID sets the "refund_id" field if the given value is not nil.
+func (_u *OrderUpdateOne) SetNillableRefundID(v *string) *OrderUpdateOne {
+	if v != nil {
+		_u.SetRefundID(*v)
+	}
+	return _u
+}
+
+// SetRefundReason sets the "refund_reason" field.
+func (_u *OrderUpdateOne) SetRefundReason(v string) *OrderUpdateOne {
+	_u.mutation.SetRefundReason(v)
+	return _u
+}
+
+// SetNillableRefundReason sets the "refund_reason" field if the given value is not nil.
+func (_u *OrderUpdateOne) SetNillableRefundReason(v *string) *OrderUpdateOne {
+	if v != nil {
+		_u.SetRefundReason(*v)
+	}
+	return _u
+}
+
+// SetRefundedAt sets the "refunded_at" field.
+func (_u *OrderUpdateOne) SetRefundedAt(v time.Time) *OrderUpdateOne {
+	_u.mutation.SetRefundedAt(v)
+	return _u
+}
+
+// SetNillableRefundedAt sets the "refunded_at" field if the given value is not nil.
+func (_u *OrderUpdateOne) SetNillableRefundedAt(v *time.Time) *OrderUpdateOne {
+	if v != nil {
+		_u.SetRefundedAt(*v)
+	}
+	return _u
+}
+
+// ClearRefundedAt clears the value of the "refunded_at" field.
+func (_u *OrderUpdateOne) ClearRefundedAt() *OrderUpdateOne {
+	_u.mutation.ClearRefundedAt()
+	return _u
+}
+
 // Mutation returns the OrderMutation object of the builder.
 func (_u *OrderUpdateOne) Mutation() *OrderMutation {
 	return _u.mutation
@@ -354,6 +544,26 @@ func (_u *OrderUpdateOne) check() error {
 			return &ValidationError{Name: "reason", err: fmt.Errorf(`ent: validator failed for field "Order.reason": %w`, err)}
 		}
 	}
+	if v, ok := _u.mutation.PaymentProvider(); ok {
+		if err := order.PaymentProviderValidator(v); err != nil {
+			return &ValidationError{Name: "payment_provider", err: fmt.Errorf(`ent: validator failed for field "Order.payment_provider": %w`, err)}
+		}
+	}
+	if v, ok := _u.mutation.PaymentID(); ok {
+		if err := order.PaymentIDValidator(v); err != nil {
+			return &ValidationError{Name: "payment_id", err: fmt.Errorf(`ent: validator failed for field "Order.payment_id": %w`, err)}
+		}
+	}
+	if v, ok := _u.mutation.RefundID(); ok {
+		if err := order.RefundIDValidator(v); err != nil {
+			return &ValidationError{Name: "refund_id", err: fmt.Errorf(`ent: validator failed for field "Order.refund_id": %w`, err)}
+		}
+	}
+	if v, ok := _u.mutation.RefundReason(); ok {
+		if err := order.RefundReasonValidator(v); err != nil {
+			return &ValidationError{Name: "refund_reason", err: fmt.Errorf(`ent: validator failed for field "Order.refund_reason": %w`, err)}
+		}
+	}
 	if _u.mutation.SaleCleared() && len(_u.mutation.SaleIDs()) > 0 {
 		return errors.New(`ent: clearing a required unique edge "Order.sale"`)
 	}
@@ -409,6 +619,24 @@ func (_u *OrderUpdateOne) sqlSave(ctx context.Context) (_node *Order, err error)
 	}
 	if _u.mutation.AdmittedAtCleared() {
 		_spec.ClearField(order.FieldAdmittedAt, field.TypeTime)
+	}
+	if value, ok := _u.mutation.PaymentProvider(); ok {
+		_spec.SetField(order.FieldPaymentProvider, field.TypeString, value)
+	}
+	if value, ok := _u.mutation.PaymentID(); ok {
+		_spec.SetField(order.FieldPaymentID, field.TypeString, value)
+	}
+	if value, ok := _u.mutation.RefundID(); ok {
+		_spec.SetField(order.FieldRefundID, field.TypeString, value)
+	}
+	if value, ok := _u.mutation.RefundReason(); ok {
+		_spec.SetField(order.FieldRefundReason, field.TypeString, value)
+	}
+	if value, ok := _u.mutation.RefundedAt(); ok {
+		_spec.SetField(order.FieldRefundedAt, field.TypeTime, value)
+	}
+	if _u.mutation.RefundedAtCleared() {
+		_spec.ClearField(order.FieldRefundedAt, field.TypeTime)
 	}
 	_node = &Order{config: _u.config}
 	_spec.Assign = _node.assignValues

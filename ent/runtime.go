@@ -100,6 +100,30 @@ func init() {
 	order.DefaultUpdatedAt = orderDescUpdatedAt.Default.(func() time.Time)
 	// order.UpdateDefaultUpdatedAt holds the default value on update for the updated_at field.
 	order.UpdateDefaultUpdatedAt = orderDescUpdatedAt.UpdateDefault.(func() time.Time)
+	// orderDescPaymentProvider is the schema descriptor for payment_provider field.
+	orderDescPaymentProvider := orderFields[12].Descriptor()
+	// order.DefaultPaymentProvider holds the default value on creation for the payment_provider field.
+	order.DefaultPaymentProvider = orderDescPaymentProvider.Default.(string)
+	// order.PaymentProviderValidator is a validator for the "payment_provider" field. It is called by the builders before save.
+	order.PaymentProviderValidator = orderDescPaymentProvider.Validators[0].(func(string) error)
+	// orderDescPaymentID is the schema descriptor for payment_id field.
+	orderDescPaymentID := orderFields[13].Descriptor()
+	// order.DefaultPaymentID holds the default value on creation for the payment_id field.
+	order.DefaultPaymentID = orderDescPaymentID.Default.(string)
+	// order.PaymentIDValidator is a validator for the "payment_id" field. It is called by the builders before save.
+	order.PaymentIDValidator = orderDescPaymentID.Validators[0].(func(string) error)
+	// orderDescRefundID is the schema descriptor for refund_id field.
+	orderDescRefundID := orderFields[14].Descriptor()
+	// order.DefaultRefundID holds the default value on creation for the refund_id field.
+	order.DefaultRefundID = orderDescRefundID.Default.(string)
+	// order.RefundIDValidator is a validator for the "refund_id" field. It is called by the builders before save.
+	order.RefundIDValidator = orderDescRefundID.Validators[0].(func(string) error)
+	// orderDescRefundReason is the schema descriptor for refund_reason field.
+	orderDescRefundReason := orderFields[15].Descriptor()
+	// order.DefaultRefundReason holds the default value on creation for the refund_reason field.
+	order.DefaultRefundReason = orderDescRefundReason.Default.(string)
+	// order.RefundReasonValidator is a validator for the "refund_reason" field. It is called by the builders before save.
+	order.RefundReasonValidator = orderDescRefundReason.Validators[0].(func(string) error)
 	// orderDescID is the schema descriptor for id field.
 	orderDescID := orderFields[0].Descriptor()
 	// order.IDValidator is a validator for the "id" field. It is called by the builders before save.

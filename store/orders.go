@@ -347,9 +347,17 @@ func (s *Store) EndOrder(ctx context.Context, ref domain.OrderRef, status domain
 // MarkPaid moves an AWAITING_PAYMENT order to PAID. Paying a paid order is
 // a no-op; any other status is domain.ErrConflict.
 func (s *Store) MarkPaid(ctx context.Context, orderID int64) error {
+	return s.MarkPaidWith(ctx, orderID, "", "")
+}
+
+// MarkPaidWith is MarkPaid for an order paid at a provider: the row also
+// records the provider and its payment's id ("" for none). Paying a paid
+// order is a no-op that keeps the payment it was paid with.
+func (s *Store) MarkPaidWith(ctx context.Context, orderID int64, provider, paymentID string) error {
 	n, err := s.db.Order.Update().
 		Where(order.ID(orderID), order.StatusEQ(order.StatusAWAITING_PAYMENT)).
 		SetStatus(order.StatusPAID).SetReason("").SetPaidAt(time.Now()).
+		SetPaymentProvider(provider).SetPaymentID(paymentID).
 		Save(ctx)
 	if err != nil {
 		return fmt.Errorf("mark order %d paid: %w", orderID, err)
@@ -365,6 +373,42 @@ func (s *Store) MarkPaid(ctx context.Context, orderID int64) error {
 		return nil
 	}
 	return fmt.Errorf("%w: order %d is %s", domain.ErrConflict, orderID, o.Status)
+}
+
+// RecordRefund records on the order the refund of a payment the order did
+// not keep (captured after it ended, a second capture, a wrong amount). An
+// order that names no payment yet is given the refunded one. Idempotent: a
+// repeat of the recorded refund changes nothing, and an order records its
+// first refund only (a later one is at the provider and in the workflow's
+// history), so it reports whether this call recorded refundID. An unknown
+// order is domain.ErrNotFound.
+func (s *Store) RecordRefund(ctx context.Context, orderID int64, provider, paymentID, refundID, reason string) (recorded bool, _ error) {
+	if len(reason) > 500 {
+		reason = reason[:500]
+	}
+	var n int
+	err := s.withTx(ctx, func(tx *ent.Tx) error {
+		var err error
+		n, err = tx.Order.Update().
+			Where(order.ID(orderID), order.RefundID("")).
+			SetRefundID(refundID).SetRefundReason(reason).SetRefundedAt(time.Now()).
+			Save(ctx)
+		if err != nil || n == 0 {
+			return err
+		}
+		return tx.Order.Update().Where(order.ID(orderID), order.PaymentID("")).
+			SetPaymentProvider(provider).SetPaymentID(paymentID).Exec(ctx)
+	})
+	if err != nil {
+		return false, fmt.Errorf("record refund %s of order %d: %w", refundID, orderID, err)
+	}
+	if n == 1 {
+		return true, nil
+	}
+	if _, err := s.Order(ctx, orderID); err != nil {
+		return false, err
+	}
+	return false, nil
 }
 
 // Order returns one order, or domain.ErrNotFound.

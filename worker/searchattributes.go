@@ -23,9 +23,9 @@ import (
 // accepts it only after that refresh.
 const namespaceRefreshWait = 2500 * time.Millisecond
 
-// RegisterSearchAttributes adds SaleId, UserId and OrderStatus to the
-// namespace if missing, and waits until the namespace lists them and, if it
-// added any, until history accepts them. It is idempotent, and the only
+// RegisterSearchAttributes adds SaleId, UserId, OrderStatus and PaymentId
+// to the namespace if missing, and waits until the namespace lists them
+// and, if it added any, until history accepts them. It is idempotent, and the only
 // place seckill registers them: `seckill migrate`, and `seckill dev` and
 // `seckill temporal` once their Temporal answers (a namespace the embedded
 // server creates has them already). An attribute registered with another

@@ -18,17 +18,25 @@ import (
 // writing history, any request the order's state does not allow; the
 // handlers decide and then wait until the decision has been carried out.
 func (o *order) handleUpdates(ctx workflow.Context) error {
+	// The pay request is optional: pays sent before it existed carry none.
 	err := workflow.SetUpdateHandlerWithOptions(ctx, UpdatePay,
-		func(ctx workflow.Context) (OrderState, error) {
+		func(ctx workflow.Context, req PayRequest) (OrderState, error) {
+			if o.provider != nil {
+				return o.startPayment(ctx, req) // payments.go: the provider decides
+			}
 			return o.decide(ctx, domain.StatusPaid, "")
 		},
-		workflow.UpdateHandlerOptions{Validator: func(workflow.Context) error { return o.allow("pay") }})
+		workflow.UpdateHandlerOptions{Validator: func(workflow.Context, PayRequest) error { return o.allow("pay") }})
 	if err != nil {
 		return err
 	}
 	return workflow.SetUpdateHandlerWithOptions(ctx, UpdateCancel,
 		func(ctx workflow.Context, req CancelRequest) (OrderState, error) {
-			return o.decide(ctx, domain.StatusCancelled, cmp.Or(req.Reason, "cancelled by buyer"))
+			reason := cmp.Or(req.Reason, "cancelled by buyer")
+			if o.provider != nil {
+				return o.cancelPayment(ctx, reason) // payments.go: cancelled at the provider first
+			}
+			return o.decide(ctx, domain.StatusCancelled, reason)
 		},
 		workflow.UpdateHandlerOptions{Validator: func(_ workflow.Context, _ CancelRequest) error { return o.allow("cancel") }})
 }
@@ -114,14 +122,23 @@ func (o *order) awaitDecision(ctx workflow.Context, timeout time.Duration) {
 	if !o.v1 {
 		o.receiveSignals(ctx, sel)
 	}
+	atDeadline := false
 	sel.AddFuture(workflow.NewTimer(tctx, timeout), func(f workflow.Future) {
 		// A cancelled workflow cancels the timer too: that is a cancellation.
-		if f.Get(ctx, nil) == nil {
-			o.choose(domain.StatusExpired, "payment timeout")
-		} else {
+		switch {
+		case f.Get(ctx, nil) != nil:
 			o.choose(domain.StatusCancelled, "order workflow cancelled")
+		case o.provider.pending() != nil:
+			// A payment may be under way at the provider: it is asked
+			// first (payments.go, settleDeadline).
+			atDeadline = true
+		default:
+			o.choose(domain.StatusExpired, "payment timeout")
 		}
 	})
 	sel.Select(ctx)
 	stopTimer()
+	if atDeadline && o.decided == "" {
+		o.settleDeadline(ctx)
+	}
 }

@@ -47,12 +47,25 @@ type OrderInput struct {
 	// PaymentTimeout is how long the buyer has to pay; 0 means
 	// DefaultPaymentTimeout.
 	PaymentTimeout time.Duration
+	// Provider is the payment provider the order pays at ("builtin",
+	// "stripe": its Name()), from VersionPayments on (payments.go); ""
+	// pays without one, as version 6 did: the pay update decides PAID.
+	Provider string `json:",omitempty"`
+	// PaymentGrace bounds how long, past the deadline, the unit is held
+	// while the provider cannot be reached to cancel a pending payment;
+	// 0 means DefaultPaymentGrace.
+	PaymentGrace time.Duration `json:",omitempty"`
 }
 
 // OrderState is what the status query answers and the workflow returns.
 type OrderState struct {
 	Status domain.Status
 	Reason string
+	// Payment is what the buyer's client needs to complete the payment at
+	// the provider: set in the pay update's answer of an order paid at a
+	// provider (VersionPayments), which stays AWAITING_PAYMENT until the
+	// provider says the payment was captured.
+	Payment *PaymentAction `json:",omitempty"`
 }
 
 // CancelRequest is the payload of the cancel update (and of the cancel
@@ -85,6 +98,9 @@ func OrderWorkflow(ctx workflow.Context, in OrderInput) (OrderState, error) {
 	}
 	o.era = eraOf(workflow.GetVersion(ctx, VersionUpdates, workflow.DefaultVersion, latestVersion))
 	o.decisions = workflow.NewBufferedChannel(ctx, 1)
+	if o.payments && in.Provider != "" {
+		o.listenPayments(ctx, in)
+	}
 	if err := o.handleUpdates(ctx); err != nil {
 		return o.state, err
 	}
@@ -95,6 +111,11 @@ func OrderWorkflow(ctx workflow.Context, in OrderInput) (OrderState, error) {
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	if werr := workflow.Await(dctx, func() bool { return workflow.AllHandlersFinished(dctx) }); werr != nil && err == nil {
 		err = werr
+	}
+	if o.provider != nil {
+		// A capture delivered up to the last workflow task is refunded,
+		// not lost with the workflow.
+		o.settlePayments(dctx)
 	}
 	return state, err
 }
@@ -110,13 +131,16 @@ type order struct {
 	// CANCELLED or EXPIRED) and reason its reason; empty until then.
 	decided domain.Status
 	reason  string
-	// decisions wakes the wait when an update decides.
+	// decisions wakes the wait when an update (or a payment) decides.
 	decisions workflow.Channel
-	// byUpdate: the decision came from a pay or cancel update, which a
-	// Reset re-delivers to the new run. written: the decision is in the
-	// database (the row's final status). done is set once the order's
-	// final state is recorded.
+	// byUpdate: the decision came from a pay or cancel update, or from a
+	// payment's signal, which a Reset re-delivers to the new run. written:
+	// the decision is in the database (the row's final status). done is
+	// set once the order's final state is recorded.
 	byUpdate, written, done bool
+	// provider is the order's payment at its provider (payments.go); nil
+	// for an order paid without one.
+	provider *payments
 }
 
 func (o *order) run(ctx workflow.Context, in OrderInput) (OrderState, error) {
@@ -173,18 +197,24 @@ func (o *order) pay(ctx workflow.Context) (OrderState, error) {
 	if o.v1 {
 		ctx, _ = workflow.NewDisconnectedContext(ctx)
 	}
+	// The payment that paid the order is recorded with it (MarkPaidWith);
+	// an order paid without a provider runs MarkPaid, as before.
+	name, arg := markPaid, any(o.ref)
+	if paid := o.provider.paid(); paid != nil {
+		name, arg = markPaidWith, activities.PaidInput{Ref: o.ref, Provider: o.provider.name, PaymentID: paid.p.ID}
+	}
 	if o.localPay {
 		// In this workflow task, once: the update that decided, the row and
 		// the close then take one task. A failure (the database down or
 		// slow) is left to the ordinary activity below.
 		lctx := workflow.WithLocalActivityOptions(ctx, payOnceOptions)
-		if err := workflow.ExecuteLocalActivity(lctx, markPaid, o.ref).Get(ctx, nil); err == nil {
+		if err := workflow.ExecuteLocalActivity(lctx, name, arg).Get(ctx, nil); err == nil {
 			o.set(ctx, domain.StatusPaid, "")
 			return o.state, nil
 		}
 	}
 	pctx := workflow.WithActivityOptions(ctx, compensationOptions)
-	if err := workflow.ExecuteActivity(pctx, a.MarkPaid, o.ref).Get(ctx, nil); err != nil {
+	if err := workflow.ExecuteActivity(pctx, name, arg).Get(ctx, nil); err != nil {
 		return o.fail(ctx, err, "mark paid")
 	}
 	o.set(ctx, domain.StatusPaid, "")
@@ -193,10 +223,15 @@ func (o *order) pay(ctx workflow.Context) (OrderState, error) {
 
 // record records a new status in the workflow: the query's state and the
 // OrderStatus search attribute (one visibility update, shared with
-// anything else upserted in the same workflow task).
+// anything else upserted in the same workflow task), with, once the
+// order's payment is over, the PaymentId in the same upsert.
 func (o *order) record(ctx workflow.Context, status domain.Status, reason string) {
 	o.state = OrderState{Status: status, Reason: reason}
-	if err := workflow.UpsertTypedSearchAttributes(ctx, OrderStatusKey.ValueSet(string(status))); err != nil {
+	attrs := []temporal.SearchAttributeUpdate{OrderStatusKey.ValueSet(string(status))}
+	if id := o.provider.searchID(status); id != "" {
+		attrs = append(attrs, PaymentIDKey.ValueSet(id))
+	}
+	if err := workflow.UpsertTypedSearchAttributes(ctx, attrs...); err != nil {
 		workflow.GetLogger(ctx).Warn("upsert search attribute", "err", err)
 	}
 }

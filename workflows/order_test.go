@@ -34,6 +34,7 @@ type saga struct {
 	calls      []string
 	activities []string
 	notified   []domain.Status
+	notes      []activities.NotifyInput // what Notify was given
 	finished   []domain.Status
 	// rowStatus, if set, is the status FinishOrder finds the row in.
 	rowStatus domain.Status
@@ -143,6 +144,7 @@ func newEnv(t *testing.T, fail map[string]step) (*testsuite.TestWorkflowEnvironm
 	env.OnActivity("Notify", mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.NotifyInput) error {
 		s.mu.Lock()
 		s.notified = append(s.notified, in.Status)
+		s.notes = append(s.notes, in)
 		s.mu.Unlock()
 		return behaviour("Notify")(ctx)
 	})

@@ -43,6 +43,41 @@ var (
 		StartToCloseTimeout: 5 * time.Second,
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
 	}
+	// The calls to a payment provider (payments.go). Starting a payment
+	// and a buyer's cancel are answered to a waiting caller, so they are
+	// retried about half a minute in all, a provider's Retry-After
+	// respected; a refusal is not retried.
+	providerCallOptions = workflow.ActivityOptions{
+		StartToCloseTimeout:    10 * time.Second,
+		ScheduleToCloseTimeout: 30 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:        500 * time.Millisecond,
+			BackoffCoefficient:     2,
+			MaximumInterval:        5 * time.Second,
+			NonRetryableErrorTypes: []string{activities.ErrTypePaymentRejected},
+		},
+	}
+	// The cancel at the deadline is retried until it is answered; the
+	// grace timer, not these retries, bounds how long the unit is held.
+	deadlineCancelOptions = workflow.ActivityOptions{
+		StartToCloseTimeout: 10 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:        500 * time.Millisecond,
+			BackoffCoefficient:     2,
+			MaximumInterval:        10 * time.Second,
+			NonRetryableErrorTypes: []string{activities.ErrTypePaymentRejected},
+		},
+	}
+	// A refund is a compensation: retried until the provider takes it.
+	refundOptions = workflow.ActivityOptions{
+		StartToCloseTimeout: 10 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:        500 * time.Millisecond,
+			BackoffCoefficient:     2,
+			MaximumInterval:        time.Minute,
+			NonRetryableErrorTypes: []string{activities.ErrTypePaymentRejected},
+		},
+	}
 	// A lost push is not a lost result: the buyer's socket gets a snapshot
 	// of their orders on connect. So Notify gives up after a few tries.
 	notifyOptions = workflow.LocalActivityOptions{
@@ -62,7 +97,10 @@ const (
 	createOrder = "CreateOrder"
 	placeOrder  = "PlaceOrder"
 	markPaid    = "MarkPaid"
-	notify      = "Notify"
+	// markPaidWith is MarkPaid with the provider's payment
+	// (VersionPayments).
+	markPaidWith = "MarkPaidWith"
+	notify       = "Notify"
 )
 
 // a is only used to name activity methods; the worker registers the real one.

@@ -21,6 +21,11 @@ import "go.temporal.io/sdk/workflow"
 //     end); the ending in steps before it is in legacy.go.
 //   - 6, VersionLocalPay: MarkPaid first as a local activity, in the
 //     workflow task that took the payment (order.go, pay).
+//   - 7, VersionPayments: an order started with a payment provider pays
+//     at it (payments.go): pay starts a payment, the provider's capture
+//     decides PAID, the deadline cancels the payment at the provider, and
+//     a capture the order does not keep is refunded. Without a provider
+//     it is version 6.
 //
 // A new era adds its constant here, raises latestVersion, and gates its new
 // commands on its flag in era.
@@ -87,8 +92,21 @@ const VersionOneStepEnd workflow.Version = 5
 // sequence of every paid order.
 const VersionLocalPay workflow.Version = 6
 
+// VersionPayments is version 7: an order started with a payment provider
+// (OrderInput.Provider) is paid at that provider. The pay update starts a
+// payment there (StartPayment) and answers what the buyer's client needs to
+// complete it; the order becomes PAID only when the provider says the
+// payment was captured for the order's amount and currency (the payment
+// signal, or the answer of a cancel); at the deadline the workflow cancels
+// the payment at the provider and a capture in that answer wins, an
+// unreachable provider holding the unit for OrderInput.PaymentGrace; and a
+// capture the order does not keep (after its ending, a second one, a wrong
+// amount) is refunded (RefundPayment). An order started without a provider
+// runs version 6's commands.
+const VersionPayments workflow.Version = 7
+
 // latestVersion is the version new workflows start at.
-const latestVersion = VersionLocalPay
+const latestVersion = VersionPayments
 
 // era is what the version a workflow started at decides.
 type era struct {
@@ -100,9 +118,13 @@ type era struct {
 	// oneStepEnd: at VersionOneStepEnd or later; localPay: at
 	// VersionLocalPay or later.
 	paidWhilePlacing, oneStepEnd, localPay bool
+	// payments: started at VersionPayments or later (an order with a
+	// provider then pays at it).
+	payments bool
 }
 
 func eraOf(v workflow.Version) era {
 	return era{v1: v >= 1, lean: v >= VersionLeanSaga, strictDeadline: v >= VersionDeadline,
-		paidWhilePlacing: v >= VersionPaidWhilePlacing, oneStepEnd: v >= VersionOneStepEnd, localPay: v >= VersionLocalPay}
+		paidWhilePlacing: v >= VersionPaidWhilePlacing, oneStepEnd: v >= VersionOneStepEnd, localPay: v >= VersionLocalPay,
+		payments: v >= VersionPayments}
 }

@@ -15,6 +15,12 @@ var (
 	SaleIDKey      = temporal.NewSearchAttributeKeyKeyword("SaleId")
 	UserIDKey      = temporal.NewSearchAttributeKeyKeyword("UserId")
 	OrderStatusKey = temporal.NewSearchAttributeKeyKeyword("OrderStatus")
+	// PaymentIDKey is the provider's id of the payment an order was paid
+	// with, or of its last payment attempt once it ended otherwise: set by
+	// workflows started at VersionPayments with a provider, in the same
+	// upsert as the status that follows the payment (no visibility write
+	// of its own).
+	PaymentIDKey = temporal.NewSearchAttributeKeyKeyword("PaymentId")
 )
 
 // SearchAttributes returns the search attributes of an order in status.
@@ -44,6 +50,7 @@ var SearchAttributeTypes = map[string]enumspb.IndexedValueType{
 	SaleIDKey.GetName():      enumspb.INDEXED_VALUE_TYPE_KEYWORD,
 	UserIDKey.GetName():      enumspb.INDEXED_VALUE_TYPE_KEYWORD,
 	OrderStatusKey.GetName(): enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+	PaymentIDKey.GetName():   enumspb.INDEXED_VALUE_TYPE_KEYWORD,
 }
 
 // FilteredSearchAttributes are the search attributes that seckill's own

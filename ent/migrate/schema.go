@@ -45,6 +45,11 @@ var (
 		{Name: "updated_at", Type: field.TypeTime},
 		{Name: "paid_at", Type: field.TypeTime, Nullable: true},
 		{Name: "admitted_at", Type: field.TypeTime, Nullable: true},
+		{Name: "payment_provider", Type: field.TypeString, Size: 32, Default: ""},
+		{Name: "payment_id", Type: field.TypeString, Size: 255, Default: ""},
+		{Name: "refund_id", Type: field.TypeString, Size: 255, Default: ""},
+		{Name: "refund_reason", Type: field.TypeString, Size: 500, Default: ""},
+		{Name: "refunded_at", Type: field.TypeTime, Nullable: true},
 		{Name: "sale_id", Type: field.TypeInt64},
 	}
 	// OrdersTable holds the schema information for the "orders" table.
@@ -55,7 +60,7 @@ var (
 		ForeignKeys: []*schema.ForeignKey{
 			{
 				Symbol:     "orders_sales_orders",
-				Columns:    []*schema.Column{OrdersColumns[11]},
+				Columns:    []*schema.Column{OrdersColumns[16]},
 				RefColumns: []*schema.Column{SalesColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
@@ -64,7 +69,7 @@ var (
 			{
 				Name:    "orders_one_live_per_buyer",
 				Unique:  true,
-				Columns: []*schema.Column{OrdersColumns[11], OrdersColumns[1]},
+				Columns: []*schema.Column{OrdersColumns[16], OrdersColumns[1]},
 				Annotation: &entsql.IndexAnnotation{
 					Where: "status NOT IN ('CANCELLED', 'EXPIRED', 'FAILED')",
 				},
@@ -77,17 +82,17 @@ var (
 			{
 				Name:    "order_sale_id_id",
 				Unique:  false,
-				Columns: []*schema.Column{OrdersColumns[11], OrdersColumns[0]},
+				Columns: []*schema.Column{OrdersColumns[16], OrdersColumns[0]},
 			},
 			{
 				Name:    "order_sale_id_admitted_at_id",
 				Unique:  false,
-				Columns: []*schema.Column{OrdersColumns[11], OrdersColumns[10], OrdersColumns[0]},
+				Columns: []*schema.Column{OrdersColumns[16], OrdersColumns[10], OrdersColumns[0]},
 			},
 			{
 				Name:    "order_sale_id_status_admitted_at_id",
 				Unique:  false,
-				Columns: []*schema.Column{OrdersColumns[11], OrdersColumns[4], OrdersColumns[10], OrdersColumns[0]},
+				Columns: []*schema.Column{OrdersColumns[16], OrdersColumns[4], OrdersColumns[10], OrdersColumns[0]},
 			},
 		},
 	}

@@ -37,6 +37,16 @@ const (
 	FieldPaidAt = "paid_at"
 	// FieldAdmittedAt holds the string denoting the admitted_at field in the database.
 	FieldAdmittedAt = "admitted_at"
+	// FieldPaymentProvider holds the string denoting the payment_provider field in the database.
+	FieldPaymentProvider = "payment_provider"
+	// FieldPaymentID holds the string denoting the payment_id field in the database.
+	FieldPaymentID = "payment_id"
+	// FieldRefundID holds the string denoting the refund_id field in the database.
+	FieldRefundID = "refund_id"
+	// FieldRefundReason holds the string denoting the refund_reason field in the database.
+	FieldRefundReason = "refund_reason"
+	// FieldRefundedAt holds the string denoting the refunded_at field in the database.
+	FieldRefundedAt = "refunded_at"
 	// EdgeSale holds the string denoting the sale edge name in mutations.
 	EdgeSale = "sale"
 	// Table holds the table name of the order in the database.
@@ -64,6 +74,11 @@ var Columns = []string{
 	FieldUpdatedAt,
 	FieldPaidAt,
 	FieldAdmittedAt,
+	FieldPaymentProvider,
+	FieldPaymentID,
+	FieldRefundID,
+	FieldRefundReason,
+	FieldRefundedAt,
 }
 
 // ValidColumn reports if the column name is valid (part of the table columns).
@@ -99,6 +114,22 @@ var (
 	DefaultUpdatedAt func() time.Time
 	// UpdateDefaultUpdatedAt holds the default value on update for the "updated_at" field.
 	UpdateDefaultUpdatedAt func() time.Time
+	// DefaultPaymentProvider holds the default value on creation for the "payment_provider" field.
+	DefaultPaymentProvider string
+	// PaymentProviderValidator is a validator for the "payment_provider" field. It is called by the builders before save.
+	PaymentProviderValidator func(string) error
+	// DefaultPaymentID holds the default value on creation for the "payment_id" field.
+	DefaultPaymentID string
+	// PaymentIDValidator is a validator for the "payment_id" field. It is called by the builders before save.
+	PaymentIDValidator func(string) error
+	// DefaultRefundID holds the default value on creation for the "refund_id" field.
+	DefaultRefundID string
+	// RefundIDValidator is a validator for the "refund_id" field. It is called by the builders before save.
+	RefundIDValidator func(string) error
+	// DefaultRefundReason holds the default value on creation for the "refund_reason" field.
+	DefaultRefundReason string
+	// RefundReasonValidator is a validator for the "refund_reason" field. It is called by the builders before save.
+	RefundReasonValidator func(string) error
 	// IDValidator is a validator for the "id" field. It is called by the builders before save.
 	IDValidator func(int64) error
 )
@@ -191,6 +222,31 @@ func ByPaidAt(opts ...sql.OrderTermOption) OrderOption {
 // ByAdmittedAt orders the results by the admitted_at field.
 func ByAdmittedAt(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldAdmittedAt, opts...).ToFunc()
+}
+
+// ByPaymentProvider orders the results by the payment_provider field.
+func ByPaymentProvider(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldPaymentProvider, opts...).ToFunc()
+}
+
+// ByPaymentID orders the results by the payment_id field.
+func ByPaymentID(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldPaymentID, opts...).ToFunc()
+}
+
+// ByRefundID orders the results by the refund_id field.
+func ByRefundID(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldRefundID, opts...).ToFunc()
+}
+
+// ByRefundReason orders the results by the refund_reason field.
+func ByRefundReason(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldRefundReason, opts...).ToFunc()
+}
+
+// ByRefundedAt orders the results by the refunded_at field.
+func ByRefundedAt(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldRefundedAt, opts...).ToFunc()
 }
 
 // BySaleField orders the results by sale field.

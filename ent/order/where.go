@@ -105,6 +105,31 @@ func AdmittedAt(v time.Time) predicate.Order {
 	return predicate.Order(sql.FieldEQ(FieldAdmittedAt, v))
 }
 
+// PaymentProvider applies equality check predicate on the "payment_provider" field. It's identical to PaymentProviderEQ.
+func PaymentProvider(v string) predicate.Order {
+	return predicate.Order(sql.FieldEQ(FieldPaymentProvider, v))
+}
+
+// PaymentID applies equality check predicate on the "payment_id" field. It's identical to PaymentIDEQ.
+func PaymentID(v string) predicate.Order {
+	return predicate.Order(sql.FieldEQ(FieldPaymentID, v))
+}
+
+// RefundID applies equality check predicate on the "refund_id" field. It's identical to RefundIDEQ.
+func RefundID(v string) predicate.Order {
+	return predicate.Order(sql.FieldEQ(FieldRefundID, v))
+}
+
+// RefundReason applies equality check predicate on the "refund_reason" field. It's identical to RefundReasonEQ.
+func RefundReason(v string) predicate.Order {
+	return predicate.Order(sql.FieldEQ(FieldRefundReason, v))
+}
+
+// RefundedAt applies equality check predicate on the "refunded_at" field. It's identical to RefundedAtEQ.
+func RefundedAt(v time.Time) predicate.Order {
+	return predicate.Order(sql.FieldEQ(FieldRefundedAt, v))
+}
+
 // SaleIDEQ applies the EQ predicate on the "sale_id" field.
 func SaleIDEQ(v int64) predicate.Order {
 	return predicate.Order(sql.FieldEQ(FieldSaleID, v))
@@ -598,6 +623,316 @@ func AdmittedAtIsNil() predicate.Order {
 // AdmittedAtNotNil applies the NotNil predicate on the "admitted_at" field.
 func AdmittedAtNotNil() predicate.Order {
 	return predicate.Order(sql.FieldNotNull(FieldAdmittedAt))
+}
+
+// PaymentProviderEQ applies the EQ predicate on the "payment_provider" field.
+func PaymentProviderEQ(v string) predicate.Order {
+	return predicate.Order(sql.FieldEQ(FieldPaymentProvider, v))
+}
+
+// PaymentProviderNEQ applies the NEQ predicate on the "payment_provider" field.
+func PaymentProviderNEQ(v string) predicate.Order {
+	return predicate.Order(sql.FieldNEQ(FieldPaymentProvider, v))
+}
+
+// PaymentProviderIn applies the In predicate on the "payment_provider" field.
+func PaymentProviderIn(vs ...string) predicate.Order {
+	return predicate.Order(sql.FieldIn(FieldPaymentProvider, vs...))
+}
+
+// PaymentProviderNotIn applies the NotIn predicate on the "payment_provider" field.
+func PaymentProviderNotIn(vs ...string) predicate.Order {
+	return predicate.Order(sql.FieldNotIn(FieldPaymentProvider, vs...))
+}
+
+// PaymentProviderGT applies the GT predicate on the "payment_provider" field.
+func PaymentProviderGT(v string) predicate.Order {
+	return predicate.Order(sql.FieldGT(FieldPaymentProvider, v))
+}
+
+// PaymentProviderGTE applies the GTE predicate on the "payment_provider" field.
+func PaymentProviderGTE(v string) predicate.Order {
+	return predicate.Order(sql.FieldGTE(FieldPaymentProvider, v))
+}
+
+// PaymentProviderLT applies the LT predicate on the "payment_provider" field.
+func PaymentProviderLT(v string) predicate.Order {
+	return predicate.Order(sql.FieldLT(FieldPaymentProvider, v))
+}
+
+// PaymentProviderLTE applies the LTE predicate on the "payment_provider" field.
+func PaymentProviderLTE(v string) predicate.Order {
+	return predicate.Order(sql.FieldLTE(FieldPaymentProvider, v))
+}
+
+// PaymentProviderContains applies the Contains predicate on the "payment_provider" field.
+func PaymentProviderContains(v string) predicate.Order {
+	return predicate.Order(sql.FieldContains(FieldPaymentProvider, v))
+}
+
+// PaymentProviderHasPrefix applies the HasPrefix predicate on the "payment_provider" field.
+func PaymentProviderHasPrefix(v string) predicate.Order {
+	return predicate.Order(sql.FieldHasPrefix(FieldPaymentProvider, v))
+}
+
+// PaymentProviderHasSuffix applies the HasSuffix predicate on the "payment_provider" field.
+func PaymentProviderHasSuffix(v string) predicate.Order {
+	return predicate.Order(sql.FieldHasSuffix(FieldPaymentProvider, v))
+}
+
+// PaymentProviderEqualFold applies the EqualFold predicate on the "payment_provider" field.
+func PaymentProviderEqualFold(v string) predicate.Order {
+	return predicate.Order(sql.FieldEqualFold(FieldPaymentProvider, v))
+}
+
+// PaymentProviderContainsFold applies the ContainsFold predicate on the "payment_provider" field.
+func PaymentProviderContainsFold(v string) predicate.Order {
+	return predicate.Order(sql.FieldContainsFold(FieldPaymentProvider, v))
+}
+
+// PaymentIDEQ applies the EQ predicate on the "payment_id" field.
+func PaymentIDEQ(v string) predicate.Order {
+	return predicate.Order(sql.FieldEQ(FieldPaymentID, v))
+}
+
+// PaymentIDNEQ applies the NEQ predicate on the "payment_id" field.
+func PaymentIDNEQ(v string) predicate.Order {
+	return predicate.Order(sql.FieldNEQ(FieldPaymentID, v))
+}
+
+// PaymentIDIn applies the In predicate on the "payment_id" field.
+func PaymentIDIn(vs ...string) predicate.Order {
+	return predicate.Order(sql.FieldIn(FieldPaymentID, vs...))
+}
+
+// PaymentIDNotIn applies the NotIn predicate on the "payment_id" field.
+func PaymentIDNotIn(vs ...string) predicate.Order {
+	return predicate.Order(sql.FieldNotIn(FieldPaymentID, vs...))
+}
+
+// PaymentIDGT applies the GT predicate on the "payment_id" field.
+func PaymentIDGT(v string) predicate.Order {
+	return predicate.Order(sql.FieldGT(FieldPaymentID, v))
+}
+
+// PaymentIDGTE applies the GTE predicate on the "payment_id" field.
+func PaymentIDGTE(v string) predicate.Order {
+	return predicate.Order(sql.FieldGTE(FieldPaymentID, v))
+}
+
+// PaymentIDLT applies the LT predicate on the "payment_id" field.
+func PaymentIDLT(v string) predicate.Order {
+	return predicate.Order(sql.FieldLT(FieldPaymentID, v))
+}
+
+// PaymentIDLTE applies the LTE predicate on the "payment_id" field.
+func PaymentIDLTE(v string) predicate.Order {
+	return predicate.Order(sql.FieldLTE(FieldPaymentID, v))
+}
+
+// PaymentIDContains applies the Contains predicate on the "payment_id" field.
+func PaymentIDContains(v string) predicate.Order {
+	return predicate.Order(sql.FieldContains(FieldPaymentID, v))
+}
+
+// PaymentIDHasPrefix applies the HasPrefix predicate on the "payment_id" field.
+func PaymentIDHasPrefix(v string) predicate.Order {
+	return predicate.Order(sql.FieldHasPrefix(FieldPaymentID, v))
+}
+
+// PaymentIDHasSuffix applies the HasSuffix predicate on the "payment_id" field.
+func PaymentIDHasSuffix(v string) predicate.Order {
+	return predicate.Order(sql.FieldHasSuffix(FieldPaymentID, v))
+}
+
+// PaymentIDEqualFold applies the EqualFold predicate on the "payment_id" field.
+func PaymentIDEqualFold(v string) predicate.Order {
+	return predicate.Order(sql.FieldEqualFold(FieldPaymentID, v))
+}
+
+// PaymentIDContainsFold applies the ContainsFold predicate on the "payment_id" field.
+func PaymentIDContainsFold(v string) predicate.Order {
+	return predicate.Order(sql.FieldContainsFold(FieldPaymentID, v))
+}
+
+// RefundIDEQ applies the EQ predicate on the "refund_id" field.
+func RefundIDEQ(v string) predicate.Order {
+	return predicate.Order(sql.FieldEQ(FieldRefundID, v))
+}
+
+// RefundIDNEQ applies the NEQ predicate on the "refund_id" field.
+func RefundIDNEQ(v string) predicate.Order {
+	return predicate.Order(sql.FieldNEQ(FieldRefundID, v))
+}
+
+// RefundIDIn applies the In predicate on the "refund_id" field.
+func RefundIDIn(vs ...string) predicate.Order {
+	return predicate.Order(sql.FieldIn(FieldRefundID, vs...))
+}
+
+// RefundIDNotIn applies the NotIn predicate on the "refund_id" field.
+func RefundIDNotIn(vs ...string) predicate.Order {
+	return predicate.Order(sql.FieldNotIn(FieldRefundID, vs...))
+}
+
+// RefundIDGT applies the GT predicate on the "refund_id" field.
+func RefundIDGT(v string) predicate.Order {
+	return predicate.Order(sql.FieldGT(FieldRefundID, v))
+}
+
+// RefundIDGTE applies the GTE predicate on the "refund_id" field.
+func RefundIDGTE(v string) predicate.Order {
+	return predicate.Order(sql.FieldGTE(FieldRefundID, v))
+}
+
+// RefundIDLT applies the LT predicate on the "refund_id" field.
+func RefundIDLT(v string) predicate.Order {
+	return predicate.Order(sql.FieldLT(FieldRefundID, v))
+}
+
+// RefundIDLTE applies the LTE predicate on the "refund_id" field.
+func RefundIDLTE(v string) predicate.Order {
+	return predicate.Order(sql.FieldLTE(FieldRefundID, v))
+}
+
+// RefundIDContains applies the Contains predicate on the "refund_id" field.
+func RefundIDContains(v string) predicate.Order {
+	return predicate.Order(sql.FieldContains(FieldRefundID, v))
+}
+
+// RefundIDHasPrefix applies the HasPrefix predicate on the "refund_id" field.
+func RefundIDHasPrefix(v string) predicate.Order {
+	return predicate.Order(sql.FieldHasPrefix(FieldRefundID, v))
+}
+
+// RefundIDHasSuffix applies the HasSuffix predicate on the "refund_id" field.
+func RefundIDHasSuffix(v string) predicate.Order {
+	return predicate.Order(sql.FieldHasSuffix(FieldRefundID, v))
+}
+
+// RefundIDEqualFold applies the EqualFold predicate on the "refund_id" field.
+func RefundIDEqualFold(v string) predicate.Order {
+	return predicate.Order(sql.FieldEqualFold(FieldRefundID, v))
+}
+
+// RefundIDContainsFold applies the ContainsFold predicate on the "refund_id" field.
+func RefundIDContainsFold(v string) predicate.Order {
+	return predicate.Order(sql.FieldContainsFold(FieldRefundID, v))
+}
+
+// RefundReasonEQ applies the EQ predicate on the "refund_reason" field.
+func RefundReasonEQ(v string) predicate.Order {
+	return predicate.Order(sql.FieldEQ(FieldRefundReason, v))
+}
+
+// RefundReasonNEQ applies the NEQ predicate on the "refund_reason" field.
+func RefundReasonNEQ(v string) predicate.Order {
+	return predicate.Order(sql.FieldNEQ(FieldRefundReason, v))
+}
+
+// RefundReasonIn applies the In predicate on the "refund_reason" field.
+func RefundReasonIn(vs ...string) predicate.Order {
+	return predicate.Order(sql.FieldIn(FieldRefundReason, vs...))
+}
+
+// RefundReasonNotIn applies the NotIn predicate on the "refund_reason" field.
+func RefundReasonNotIn(vs ...string) predicate.Order {
+	return predicate.Order(sql.FieldNotIn(FieldRefundReason, vs...))
+}
+
+// RefundReasonGT applies the GT predicate on the "refund_reason" field.
+func RefundReasonGT(v string) predicate.Order {
+	return predicate.Order(sql.FieldGT(FieldRefundReason, v))
+}
+
+// RefundReasonGTE applies the GTE predicate on the "refund_reason" field.
+func RefundReasonGTE(v string) predicate.Order {
+	return predicate.Order(sql.FieldGTE(FieldRefundReason, v))
+}
+
+// RefundReasonLT applies the LT predicate on the "refund_reason" field.
+func RefundReasonLT(v string) predicate.Order {
+	return predicate.Order(sql.FieldLT(FieldRefundReason, v))
+}
+
+// RefundReasonLTE applies the LTE predicate on the "refund_reason" field.
+func RefundReasonLTE(v string) predicate.Order {
+	return predicate.Order(sql.FieldLTE(FieldRefundReason, v))
+}
+
+// RefundReasonContains applies the Contains predicate on the "refund_reason" field.
+func RefundReasonContains(v string) predicate.Order {
+	return predicate.Order(sql.FieldContains(FieldRefundReason, v))
+}
+
+// RefundReasonHasPrefix applies the HasPrefix predicate on the "refund_reason" field.
+func RefundReasonHasPrefix(v string) predicate.Order {
+	return predicate.Order(sql.FieldHasPrefix(FieldRefundReason, v))
+}
+
+// RefundReasonHasSuffix applies the HasSuffix predicate on the "refund_reason" field.
+func RefundReasonHasSuffix(v string) predicate.Order {
+	return predicate.Order(sql.FieldHasSuffix(FieldRefundReason, v))
+}
+
+// RefundReasonEqualFold applies the EqualFold predicate on the "refund_reason" field.
+func RefundReasonEqualFold(v string) predicate.Order {
+	return predicate.Order(sql.FieldEqualFold(FieldRefundReason, v))
+}
+
+// RefundReasonContainsFold applies the ContainsFold predicate on the "refund_reason" field.
+func RefundReasonContainsFold(v string) predicate.Order {
+	return predicate.Order(sql.FieldContainsFold(FieldRefundReason, v))
+}
+
+// RefundedAtEQ applies the EQ predicate on the "refunded_at" field.
+func RefundedAtEQ(v time.Time) predicate.Order {
+	return predicate.Order(sql.FieldEQ(FieldRefundedAt, v))
+}
+
+// RefundedAtNEQ applies the NEQ predicate on the "refunded_at" field.
+func RefundedAtNEQ(v time.Time) predicate.Order {
+	return predicate.Order(sql.FieldNEQ(FieldRefundedAt, v))
+}
+
+// RefundedAtIn applies the In predicate on the "refunded_at" field.
+func RefundedAtIn(vs ...time.Time) predicate.Order {
+	return predicate.Order(sql.FieldIn(FieldRefundedAt, vs...))
+}
+
+// RefundedAtNotIn applies the NotIn predicate on the "refunded_at" field.
+func RefundedAtNotIn(vs ...time.Time) predicate.Order {
+	return predicate.Order(sql.FieldNotIn(FieldRefundedAt, vs...))
+}
+
+// RefundedAtGT applies the GT predicate on the "refunded_at" field.
+func RefundedAtGT(v time.Time) predicate.Order {
+	return predicate.Order(sql.FieldGT(FieldRefundedAt, v))
+}
+
+// RefundedAtGTE applies the GTE predicate on the "refunded_at" field.
+func RefundedAtGTE(v time.Time) predicate.Order {
+	return predicate.Order(sql.FieldGTE(FieldRefundedAt, v))
+}
+
+// RefundedAtLT applies the LT predicate on the "refunded_at" field.
+func RefundedAtLT(v time.Time) predicate.Order {
+	return predicate.Order(sql.FieldLT(FieldRefundedAt, v))
+}
+
+// RefundedAtLTE applies the LTE predicate on the "refunded_at" field.
+func RefundedAtLTE(v time.Time) predicate.Order {
+	return predicate.Order(sql.FieldLTE(FieldRefundedAt, v))
+}
+
+// RefundedAtIsNil applies the IsNil predicate on the "refunded_at" field.
+func RefundedAtIsNil() predicate.Order {
+	return predicate.Order(sql.FieldIsNull(FieldRefundedAt))
+}
+
+// RefundedAtNotNil applies the NotNil predicate on the "refunded_at" field.
+func RefundedAtNotNil() predicate.Order {
+	return predicate.Order(sql.FieldNotNull(FieldRefundedAt))
 }
 
 // HasSale applies the HasEdge predicate on the "sale" edge.

@@ -42,6 +42,20 @@ func (Order) Fields() []ent.Field {
 		// or by an earlier version since, have none until `seckill
 		// migrate` fills it in from their id (store.Migrate).
 		field.Time("admitted_at").Optional().Nillable(),
+		// The payment at a provider that paid the order (the workflow's
+		// payment, docs/design.md §4.3), or, for an order never paid, the
+		// one refunded; "" for orders paid without a provider and for
+		// orders paid before the columns existed.
+		field.String("payment_provider").Default("").MaxLen(32),
+		field.String("payment_id").Default("").MaxLen(255),
+		// The refund of a capture the order did not keep (it came after
+		// the order ended, a second one, a wrong amount), with why and
+		// when it was recorded; "" and nil for orders without one. An
+		// order records its first such refund: a further one (a third
+		// capture) is at the provider and in the workflow's history.
+		field.String("refund_id").Default("").MaxLen(255),
+		field.String("refund_reason").Default("").MaxLen(500),
+		field.Time("refunded_at").Optional().Nillable(),
 	}
 }
 

@@ -41,6 +41,7 @@ import (
 
 	"github.com/seckill/seckill/activities"
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/payment"
 	"github.com/seckill/seckill/worker"
 	"github.com/seckill/seckill/workflows"
 )
@@ -116,38 +117,124 @@ func (f *fakes) ReleaseReservation(_ context.Context, ref domain.OrderRef) error
 	return nil
 }
 
+// The payment activities (workflows.VersionPayments): a provider whose
+// payments stay pending until the scenario signals their capture, and
+// whose cancel answers cancelled.
+
+func (f *fakes) StartPayment(_ context.Context, in activities.StartPaymentInput) (payment.Payment, error) {
+	f.record(in.Ref.OrderID, fmt.Sprintf("StartPayment(%d)", in.Attempt))
+	return fakePayment(in.Ref, in.Attempt, payment.Pending), nil
+}
+
+func (f *fakes) CancelPayment(_ context.Context, in activities.PaymentRefIn) (payment.Payment, error) {
+	var order int64
+	var n int
+	_, _ = fmt.Sscanf(in.PaymentID, "pay-%d-%d", &order, &n) // fakePayment's ids
+	f.record(order, "CancelPayment("+in.PaymentID+")")
+	return payment.Payment{Provider: in.Provider, ID: in.PaymentID, State: payment.Canceled}, nil
+}
+
+func (f *fakes) RefundPayment(_ context.Context, in activities.RefundInput) (payment.Refund, error) {
+	f.record(in.Ref.OrderID, "RefundPayment("+in.PaymentID+")")
+	return payment.Refund{Provider: in.Provider, ID: "re-" + in.PaymentID, PaymentID: in.PaymentID, State: payment.RefundSucceeded}, nil
+}
+
+func (f *fakes) MarkPaidWith(_ context.Context, in activities.PaidInput) error {
+	f.record(in.Ref.OrderID, "MarkPaidWith("+in.PaymentID+")")
+	return nil
+}
+
+// fakePayment is attempt n of ref's payment at the fake provider.
+func fakePayment(ref domain.OrderRef, n int, state payment.State) payment.Payment {
+	id := fmt.Sprintf("pay-%d-%d", ref.OrderID, n)
+	return payment.Payment{Provider: fakeProvider, ID: id, OrderID: ref.OrderID,
+		Amount: payment.Money{Minor: ref.AmountCents, Currency: "USD"}, State: state, RedirectURL: "https://pay.example/" + id}
+}
+
+// fakeProvider is the provider the payment scenarios start orders with.
+const fakeProvider = "builtin"
+
+// captured signals that ref's payment attempt n was captured for amount.
+func captured(ctx context.Context, c client.Client, id string, ref domain.OrderRef, n int, amount int64) error {
+	p := fakePayment(ref, n, payment.Captured)
+	p.Captured = payment.Money{Minor: amount, Currency: "USD"}
+	ev := workflows.PaymentEvent{EventID: fmt.Sprintf("ev-%s-%d", p.ID, amount), Provider: fakeProvider, Payment: p, At: time.Now().UTC()}
+	return c.SignalWorkflow(ctx, id, "", workflows.SignalPayment, ev)
+}
+
 // scenario is one recorded history.
 type scenario struct {
 	name       string // file is <prefix>-<name>.json
 	timeout    time.Duration
 	outOfStock bool
+	// provider, if set, is the order's payment provider (from
+	// workflows.VersionPayments on).
+	provider string
 	// act runs once the workflow awaits payment (its timer has started);
 	// nil waits for the workflow to end on its own.
-	act  func(ctx context.Context, c client.Client, id string) error
+	act  func(ctx context.Context, c client.Client, id string, ref domain.OrderRef) error
 	want domain.Status
 }
 
 var scenarios = []scenario{
 	{name: "paid", timeout: 15 * time.Minute, want: domain.StatusPaid,
-		act: func(ctx context.Context, c client.Client, id string) error {
+		act: func(ctx context.Context, c client.Client, id string, _ domain.OrderRef) error {
 			return update(ctx, c, id, workflows.UpdatePay)
 		}},
 	{name: "cancelled", timeout: 15 * time.Minute, want: domain.StatusCancelled,
-		act: func(ctx context.Context, c client.Client, id string) error {
+		act: func(ctx context.Context, c client.Client, id string, _ domain.OrderRef) error {
 			return update(ctx, c, id, workflows.UpdateCancel, workflows.CancelRequest{Reason: "cancelled by buyer"})
 		}},
 	{name: "expired", timeout: 2 * time.Second, want: domain.StatusExpired},
 	{name: "failed", timeout: 15 * time.Minute, outOfStock: true, want: domain.StatusFailed},
 	{name: "operator-cancelled", timeout: 15 * time.Minute, want: domain.StatusCancelled,
-		act: func(ctx context.Context, c client.Client, id string) error {
+		act: func(ctx context.Context, c client.Client, id string, _ domain.OrderRef) error {
 			return c.CancelWorkflow(ctx, id, "")
+		}},
+	// Paid at a provider (workflows.VersionPayments): pay starts a payment,
+	// its capture's signal decides.
+	{name: "provider-paid", timeout: 15 * time.Minute, provider: fakeProvider, want: domain.StatusPaid,
+		act: func(ctx context.Context, c client.Client, id string, ref domain.OrderRef) error {
+			if err := update(ctx, c, id, workflows.UpdatePay, workflows.PayRequest{ReturnURL: "https://shop.example/return"}); err != nil {
+				return err
+			}
+			return captured(ctx, c, id, ref, 1, ref.AmountCents)
+		}},
+	// The deadline with a payment pending: cancelled at the provider,
+	// which answers cancelled.
+	{name: "provider-expired", timeout: 3 * time.Second, provider: fakeProvider, want: domain.StatusExpired,
+		act: func(ctx context.Context, c client.Client, id string, _ domain.OrderRef) error {
+			return update(ctx, c, id, workflows.UpdatePay)
+		}},
+	// A capture of a wrong amount, refunded; then the buyer's cancel, the
+	// next attempt cancelled at the provider first.
+	{name: "provider-refunded", timeout: 15 * time.Minute, provider: fakeProvider, want: domain.StatusCancelled,
+		act: func(ctx context.Context, c client.Client, id string, ref domain.OrderRef) error {
+			if err := update(ctx, c, id, workflows.UpdatePay); err != nil {
+				return err
+			}
+			if err := captured(ctx, c, id, ref, 1, ref.AmountCents-1); err != nil {
+				return err
+			}
+			if err := waitForEvent(ctx, c, id, "", enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED, "RefundPayment"); err != nil {
+				return err
+			}
+			if err := updateID(ctx, c, id, "pay-2", workflows.UpdatePay); err != nil {
+				return err
+			}
+			return update(ctx, c, id, workflows.UpdateCancel, workflows.CancelRequest{Reason: "cancelled by buyer"})
 		}},
 }
 
 // update sends a pay or cancel update and waits for its outcome.
 func update(ctx context.Context, c client.Client, id, name string, args ...any) error {
+	return updateID(ctx, c, id, name, name, args...)
+}
+
+// updateID is update under another update id (a second pay).
+func updateID(ctx context.Context, c client.Client, id, updateID, name string, args ...any) error {
 	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		WorkflowID: id, UpdateID: name, UpdateName: name, Args: args,
+		WorkflowID: id, UpdateID: updateID, UpdateName: name, Args: args,
 		WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
 	if err != nil {
@@ -243,7 +330,7 @@ func run(out, prefix, bin, address string, idBase int64, only string) error {
 // record runs one scenario and writes its history to file. It returns a
 // description of the last event.
 func record(ctx context.Context, c client.Client, sc scenario, ref domain.OrderRef, file string) (string, error) {
-	in := workflows.OrderInput{Order: ref, ReservedAt: time.Now().UTC(), PaymentTimeout: sc.timeout}
+	in := workflows.OrderInput{Order: ref, ReservedAt: time.Now().UTC(), PaymentTimeout: sc.timeout, Provider: sc.provider}
 	// As relay.TemporalStarter starts them.
 	opts := client.StartWorkflowOptions{
 		ID:                                       domain.WorkflowID(ref.OrderID),
@@ -261,10 +348,10 @@ func record(ctx context.Context, c client.Client, sc scenario, ref domain.OrderR
 	if sc.act != nil {
 		// Act only once the workflow is parked in its selector, i.e. the
 		// payment timer is in the history: an in-flight order.
-		if err := waitForEvent(ctx, c, run.GetID(), run.GetRunID(), enumspb.EVENT_TYPE_TIMER_STARTED); err != nil {
+		if err := waitForEvent(ctx, c, run.GetID(), run.GetRunID(), enumspb.EVENT_TYPE_TIMER_STARTED, ""); err != nil {
 			return "", err
 		}
-		if err := sc.act(ctx, c, run.GetID()); err != nil {
+		if err := sc.act(ctx, c, run.GetID(), ref); err != nil {
 			return "", fmt.Errorf("act: %w", err)
 		}
 	}
@@ -306,14 +393,23 @@ func history(ctx context.Context, c client.Client, id, runID string) ([]*history
 	return events, nil
 }
 
-func waitForEvent(ctx context.Context, c client.Client, id, runID string, typ enumspb.EventType) error {
+// waitForEvent waits for an event of type typ in the history (of an
+// activity of type activity, if given, for a completed activity).
+func waitForEvent(ctx context.Context, c client.Client, id, runID string, typ enumspb.EventType, activity string) error {
 	for {
 		events, err := history(ctx, c, id, runID)
 		if err != nil {
 			return err
 		}
+		scheduled := map[int64]string{}
 		for _, ev := range events {
-			if ev.GetEventType() == typ {
+			if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
+				scheduled[ev.GetEventId()] = a.GetActivityType().GetName()
+			}
+			if ev.GetEventType() != typ {
+				continue
+			}
+			if done := ev.GetActivityTaskCompletedEventAttributes(); activity == "" || (done != nil && scheduled[done.GetScheduledEventId()] == activity) {
 				return nil
 			}
 		}

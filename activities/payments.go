@@ -1,0 +1,204 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/payment"
+)
+
+// The payment activities: the order's workflow runs its payment at a
+// provider through them (docs/design.md §4.3, §4.10). Each call carries
+// an idempotency key derived from the order, so a retry never pays or
+// refunds twice.
+
+// Error types of the payment activities.
+const (
+	// ErrTypePaymentRejected: the provider refused the request, or knows
+	// no such payment; retrying cannot change it.
+	ErrTypePaymentRejected = "PaymentRejected"
+	// ErrTypePaymentRateLimited: the provider answered 429; the activity
+	// is retried after the provider's Retry-After.
+	ErrTypePaymentRateLimited = "PaymentRateLimited"
+)
+
+// StartPaymentInput asks for one payment attempt of an order.
+type StartPaymentInput struct {
+	Ref      domain.OrderRef
+	Provider string
+	// Attempt numbers the order's payment attempts from 1: a declined
+	// payment's retry is a new attempt, with a new idempotency key.
+	Attempt   int
+	ReturnURL string
+	// ExpiresAt is the payment window's end.
+	ExpiresAt time.Time
+}
+
+// PaymentRefIn names one payment at its provider.
+type PaymentRefIn struct {
+	Provider  string
+	PaymentID string
+}
+
+// RefundInput asks for the refund of a capture the order did not keep.
+type RefundInput struct {
+	Ref       domain.OrderRef
+	Provider  string
+	PaymentID string
+	Reason    string
+}
+
+// PaidInput records an order paid by a payment at a provider.
+type PaidInput struct {
+	Ref       domain.OrderRef
+	Provider  string
+	PaymentID string
+}
+
+// paymentKey is the idempotency key of an order's payment attempt.
+func paymentKey(orderID int64, attempt int) string {
+	return fmt.Sprintf("order-%d-%d", orderID, attempt)
+}
+
+// refundKey is the idempotency key of a payment's refund: one refund per
+// payment, whole, so a retried or repeated refund is the same one.
+func refundKey(paymentID string) string { return "refund-" + paymentID }
+
+// StartPayment creates the order's payment attempt at its provider, for
+// the order's amount in its sale's currency. The same attempt answers the
+// same payment (the key), so a retry after a lost answer creates nothing.
+func (a *Activities) StartPayment(ctx context.Context, in StartPaymentInput) (payment.Payment, error) {
+	start := time.Now()
+	p, err := a.startPayment(ctx, in)
+	a.Metrics.observe("StartPayment", start, err)
+	return p, err
+}
+
+func (a *Activities) startPayment(ctx context.Context, in StartPaymentInput) (payment.Payment, error) {
+	prov, err := a.provider(in.Provider)
+	if err != nil {
+		return payment.Payment{}, err
+	}
+	sale, err := a.Store.Sale(ctx, in.Ref.SaleID)
+	if err != nil {
+		return payment.Payment{}, classify(err)
+	}
+	if sale.Currency == "" {
+		// Sales made before sales had a currency get one from `seckill
+		// migrate`; a payment in a guessed currency is worse than none.
+		err := fmt.Errorf("sale %d has no currency: run seckill migrate: %w", in.Ref.SaleID, payment.ErrRejected)
+		return payment.Payment{}, paymentError(err)
+	}
+	p, err := prov.Create(ctx, payment.CreateRequest{
+		OrderID: in.Ref.OrderID, SaleID: in.Ref.SaleID, UserID: in.Ref.UserID,
+		Amount:    payment.Money{Minor: in.Ref.AmountCents, Currency: sale.Currency},
+		Key:       paymentKey(in.Ref.OrderID, in.Attempt),
+		ReturnURL: in.ReturnURL, ExpiresAt: in.ExpiresAt,
+	})
+	if err != nil {
+		return payment.Payment{}, paymentError(fmt.Errorf("start payment %d of order %d: %w", in.Attempt, in.Ref.OrderID, err))
+	}
+	activity.GetLogger(ctx).Info("payment started", "order_id", in.Ref.OrderID, "sale_id", in.Ref.SaleID, "user_id", in.Ref.UserID,
+		"provider", prov.Name(), "payment_id", p.ID, "attempt", in.Attempt)
+	return p, nil
+}
+
+// CancelPayment cancels a payment not captured. A payment captured
+// meanwhile is no error: the answer says captured, and the workflow
+// decides what that means for the order.
+func (a *Activities) CancelPayment(ctx context.Context, in PaymentRefIn) (payment.Payment, error) {
+	start := time.Now()
+	p, err := a.cancelPayment(ctx, in)
+	a.Metrics.observe("CancelPayment", start, err)
+	return p, err
+}
+
+func (a *Activities) cancelPayment(ctx context.Context, in PaymentRefIn) (payment.Payment, error) {
+	prov, err := a.provider(in.Provider)
+	if err != nil {
+		return payment.Payment{}, err
+	}
+	p, err := prov.Cancel(ctx, in.PaymentID)
+	if err != nil {
+		return payment.Payment{}, paymentError(fmt.Errorf("cancel payment %s: %w", in.PaymentID, err))
+	}
+	return p, nil
+}
+
+// RefundPayment gives back, whole, a capture the order did not keep, once
+// at the provider (the key is the payment's), then records the refund on
+// the order's row. A capture for an order that expired, was cancelled or
+// failed, a second capture, a wrong amount: each is refunded this way.
+func (a *Activities) RefundPayment(ctx context.Context, in RefundInput) (payment.Refund, error) {
+	start := time.Now()
+	r, err := a.refundPayment(ctx, in)
+	a.Metrics.observe("RefundPayment", start, err)
+	return r, err
+}
+
+func (a *Activities) refundPayment(ctx context.Context, in RefundInput) (payment.Refund, error) {
+	prov, err := a.provider(in.Provider)
+	if err != nil {
+		return payment.Refund{}, err
+	}
+	r, err := prov.Refund(ctx, in.PaymentID, refundKey(in.PaymentID), in.Reason)
+	if err != nil {
+		return payment.Refund{}, paymentError(fmt.Errorf("refund payment %s of order %d: %w", in.PaymentID, in.Ref.OrderID, err))
+	}
+	recorded, err := a.Store.RecordRefund(ctx, in.Ref.OrderID, prov.Name(), in.PaymentID, r.ID, in.Reason)
+	if err != nil {
+		// The refund stands at the provider; its retry finds it by key.
+		return payment.Refund{}, classify(err)
+	}
+	if recorded {
+		activity.GetLogger(ctx).Info("payment refunded", "order_id", in.Ref.OrderID, "sale_id", in.Ref.SaleID, "user_id", in.Ref.UserID,
+			"provider", prov.Name(), "payment_id", in.PaymentID, "refund_id", r.ID, "reason", in.Reason)
+	}
+	return r, nil
+}
+
+// MarkPaidWith records the payment, with the provider's payment that paid
+// the order: MarkPaid of workflows that run their payment at a provider
+// (workflows.VersionPayments). MarkPaid keeps its input for the workflows
+// of earlier versions, which call it by name.
+func (a *Activities) MarkPaidWith(ctx context.Context, in PaidInput) error {
+	start := time.Now()
+	err := classify(a.Store.MarkPaidWith(ctx, in.Ref.OrderID, in.Provider, in.PaymentID))
+	a.Metrics.observe("MarkPaid", start, err)
+	if err == nil {
+		a.Metrics.entered(domain.StatusPaid)
+	}
+	return err
+}
+
+// provider returns the configured provider named name.
+func (a *Activities) provider(name string) (payment.Provider, error) {
+	if p, ok := a.Payments[name]; ok && p != nil {
+		return p, nil
+	}
+	return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("no payment provider %q configured", name), ErrTypePaymentRejected, nil)
+}
+
+// paymentError turns a provider's answer into the activity's error: a rate
+// limit is retried after the provider's Retry-After, an unreachable
+// provider on the workflow's schedule, and a refusal (or an unknown
+// payment) not at all.
+func paymentError(err error) error {
+	var limited *payment.RateLimitedError
+	switch {
+	case errors.As(err, &limited):
+		return temporal.NewApplicationErrorWithOptions(err.Error(), ErrTypePaymentRateLimited,
+			temporal.ApplicationErrorOptions{Cause: err, NextRetryDelay: limited.RetryAfter})
+	case payment.Retryable(err):
+		return err
+	case errors.Is(err, payment.ErrRejected), errors.Is(err, payment.ErrNotFound):
+		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypePaymentRejected, err)
+	}
+	return err
+}
