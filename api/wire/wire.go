@@ -18,7 +18,7 @@ import (
 type CreateSaleBody struct {
 	Name       string    `json:"name" minLength:"1" maxLength:"200" doc:"Product name."`
 	PriceCents int64     `json:"price_cents" minimum:"0" maximum:"100000000000" doc:"Price in the currency's minor units (cents; a currency without them, such as JPY, in whole units)."`
-	Currency   string    `json:"currency,omitempty" pattern:"^[A-Z]{3}$" example:"EUR" doc:"The price's ISO 4217 currency code; absent: the deployment's default (--default-currency)."`
+	Currency   string    `json:"currency,omitempty" pattern:"^[A-Z]{3}$" example:"EUR" doc:"The price's ISO 4217 currency code; absent: the deployment's default currency."`
 	Stock      int       `json:"stock" minimum:"1" maximum:"10000000" doc:"Units to sell."`
 	StartsAt   time.Time `json:"starts_at" doc:"When buying opens (RFC 3339)."`
 	EndsAt     time.Time `json:"ends_at" doc:"When buying closes (RFC 3339); after starts_at."`
