@@ -202,3 +202,54 @@ func paymentError(err error) error {
 	}
 	return err
 }
+
+// OrderPayment is what an order's row says of its payment: what
+// PaymentSettleWorkflow decides a late event by.
+type OrderPayment struct {
+	Ref    domain.OrderRef
+	Status domain.Status
+	// Provider and PaymentID name the payment the row records (the one that
+	// paid it, or the first refunded); RefundID is set once a refund is
+	// recorded.
+	Provider, PaymentID, RefundID string
+}
+
+// ReadOrderPayment reads an order's row for PaymentSettleWorkflow. An
+// unknown order is a refusal (ErrTypeInvalidOrder): no retry creates it.
+func (a *Activities) ReadOrderPayment(ctx context.Context, orderID int64) (OrderPayment, error) {
+	start := time.Now()
+	o, err := a.Store.Order(ctx, orderID)
+	err = classify(err)
+	a.Metrics.observe("ReadOrderPayment", start, err)
+	if err != nil {
+		return OrderPayment{}, err
+	}
+	return OrderPayment{
+		Ref:    domain.OrderRef{OrderID: o.ID, SaleID: o.SaleID, UserID: o.UserID, AmountCents: o.AmountCents},
+		Status: domain.Status(o.Status), Provider: o.PaymentProvider, PaymentID: o.PaymentID, RefundID: o.RefundID,
+	}, nil
+}
+
+// RecordRefundInput records a refund the provider reported (one seckill
+// did not ask for, or whose own record is missing).
+type RecordRefundInput struct {
+	OrderID   int64
+	Provider  string
+	PaymentID string
+	RefundID  string
+	Reason    string
+}
+
+// RecordRefund records on the order's row a refund its provider reported,
+// unless the row records one already (store.RecordRefund).
+func (a *Activities) RecordRefund(ctx context.Context, in RecordRefundInput) error {
+	start := time.Now()
+	recorded, err := a.Store.RecordRefund(ctx, in.OrderID, in.Provider, in.PaymentID, in.RefundID, in.Reason)
+	err = classify(err)
+	a.Metrics.observe("RecordRefund", start, err)
+	if err == nil && recorded {
+		activity.GetLogger(ctx).Info("refund recorded from the provider's notification", "order_id", in.OrderID,
+			"provider", in.Provider, "payment_id", in.PaymentID, "refund_id", in.RefundID)
+	}
+	return err
+}

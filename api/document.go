@@ -50,6 +50,7 @@ func describe(hc *huma.Config) {
 		{Name: "sales", Description: "Sales: browse them (anyone) and run them (admins)."},
 		{Name: "orders", Description: "A buyer's purchases and their orders."},
 		{Name: "health", Description: "Probes and deployment facts."},
+		{Name: "payments", Description: "What payment providers call: their notifications, authenticated by the provider's signature."},
 		{Name: "dev", Description: "Present only in dev mode (`seckill dev`), never in production."},
 	}
 }
@@ -148,6 +149,18 @@ var (
 	errNotConfirmed = example("not-confirmed", "The order's workflow did not confirm in time: the change may still happen, so read the order before retrying",
 		http.StatusServiceUnavailable, wire.CodeUnavailable,
 		"the order's workflow did not confirm the request in time; it may still take effect, so read the order before retrying")
+	errPaymentUnavailable = func() problemExample {
+		e := example("payment-unavailable", "The payment provider could not be reached to start the payment; nothing was changed: retry after `Retry-After` seconds",
+			http.StatusServiceUnavailable, wire.CodeUnavailable, "the payment provider could not be reached to start the payment; nothing was changed")
+		e.header = "Retry-After"
+		return e
+	}()
+	errBadSignature = example("bad-signature", "The notification's signature does not verify (or is missing): nothing was changed",
+		http.StatusUnauthorized, wire.CodeUnauthorized, "the notification's signature does not verify")
+	errStaleNotification = example("stale", "The notification was signed too long ago (a replay), or is malformed: nothing was changed",
+		http.StatusBadRequest, wire.CodeBadRequest, "the notification was signed too long ago")
+	errNoProvider = example("no-such-provider", "No payment provider of this name is configured", http.StatusNotFound, wire.CodeNotFound,
+		"no payment provider \"paypal\" is configured")
 	errInternal = example("internal", "An unexpected error (logged by the server)", http.StatusInternalServerError, wire.CodeInternal,
 		"internal error")
 )

@@ -28,6 +28,8 @@ import (
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/orderid"
+	"github.com/seckill/seckill/payment"
+	"github.com/seckill/seckill/payment/builtin"
 	"github.com/seckill/seckill/push"
 	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
@@ -50,6 +52,10 @@ type system struct {
 	srv      *api.Server
 	tracing  trace.TracerProvider
 	stopW    func() // stops the worker (once)
+	// payService is the built-in payment service (options.builtinPay), payments
+	// the adapters of the api and the worker.
+	payService *builtin.Service
+	payments   map[string]payment.Provider
 }
 
 type options struct {
@@ -58,7 +64,16 @@ type options struct {
 	cfg          api.Config
 	tracing      trace.TracerProvider // traces the api, the Temporal client and the worker
 	temporalArgs []string             // more arguments of `seckill temporal`
+	// builtinPay: orders pay at the built-in provider, served by the api
+	// under /pay/ with its test controls on.
+	builtinPay bool
 }
+
+// The built-in provider's secrets in the tests.
+const (
+	paySecretKey     = "test-pay-secret-key"
+	payWebhookSecret = "test-pay-webhook-secret"
+)
 
 func start(t *testing.T, o options) *system {
 	t.Helper()
@@ -90,19 +105,52 @@ func start(t *testing.T, o options) *system {
 	if s.signer, err = auth.NewSigner(secret); err != nil {
 		t.Fatal(err)
 	}
+	// Listening before the api exists: the built-in provider's URLs are
+	// the api's own.
+	hs := httptest.NewUnstartedServer(nil)
+	s.url = "http://" + hs.Listener.Addr().String()
+	if o.builtinPay {
+		s.startBuiltinPay()
+		o.cfg.PaymentProvider = builtin.Name
+		o.cfg.PayReturnURL = s.url + "/"
+	}
 	if !o.temporalDown {
 		s.startWorker()
 	}
-	srv := api.New(o.cfg, api.Deps{Store: s.store, Stock: apiStock, Temporal: s.tc, Signer: s.signer, IDs: orderid.New(1), Tracing: o.tracing})
+	srv := api.New(o.cfg, api.Deps{Store: s.store, Stock: apiStock, Temporal: s.tc, Signer: s.signer, IDs: orderid.New(1), Tracing: o.tracing,
+		Payments: s.payments, BuiltinPay: s.payService})
 	s.srv = srv
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	// srv, not s.srv: a test may start another api (newAPI) and replace it.
 	go func() { _ = srv.Run(ctx); close(done) }()
-	hs := httptest.NewServer(srv.Handler())
+	hs.Config.Handler = srv.Handler()
+	hs.Start()
 	t.Cleanup(func() { hs.Close(); cancel(); <-done })
-	s.url = hs.URL
 	return s
+}
+
+// startBuiltinPay makes the built-in payment service the api serves at
+// s.url, its tables in the test's database, its notifications retried
+// fast, and the adapter the worker and the api use.
+func (s *system) startBuiltinPay() {
+	s.t.Helper()
+	svc, err := builtin.New(builtin.Config{
+		DB: s.store.DB(), Prefix: api.PayPrefix, BaseURL: s.url, SecretKey: paySecretKey,
+		WebhookURL: s.url + "/v1/payments/builtin/notify", WebhookSecret: payWebhookSecret,
+		RetryMin: 50 * time.Millisecond, RetryMax: 500 * time.Millisecond, Poll: 100 * time.Millisecond, Controls: true,
+	})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if err := svc.Migrate(context.Background()); err != nil {
+		s.t.Fatal(err)
+	}
+	c, err := builtin.NewClient(builtin.ClientConfig{BaseURL: s.url + api.PayPrefix, SecretKey: paySecretKey, WebhookSecret: payWebhookSecret})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.payService, s.payments = svc, map[string]payment.Provider{builtin.Name: c}
 }
 
 // admissionOnly is the api over real Postgres and Redis with a Temporal
@@ -134,7 +182,8 @@ func admissionOnlyOn(tb testing.TB, cfg api.Config, db *store.Store) (*api.Serve
 // startWorker runs the order saga worker (it needs Temporal up to start).
 func (s *system) startWorker() {
 	s.t.Helper()
-	w := worker.New(s.tc, &activities.Activities{Store: s.store, Stock: s.stock, Events: push.NewPublisher(s.redis)}, worker.Options{Tracing: s.tracing})
+	w := worker.New(s.tc, &activities.Activities{Store: s.store, Stock: s.stock, Events: push.NewPublisher(s.redis), Payments: s.payments},
+		worker.Options{Tracing: s.tracing})
 	if err := w.Start(); err != nil {
 		s.t.Fatal(err)
 	}

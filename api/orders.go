@@ -80,11 +80,13 @@ func (s *Server) registerOrders() {
 
 	huma.Register(s.api, huma.Operation{
 		OperationID: "pay-order", Method: http.MethodPost, Path: "/v1/orders/{id}/pay",
-		Summary:     "Pay an order awaiting payment",
-		Description: "Answers 200 with the order once the payment is recorded, or 202 if the order's workflow accepted the payment but has not recorded it within a few seconds (it will: an accepted payment is final). A payment the order's state does not allow (it expired, was cancelled, or is still being placed) answers 409 INVALID_STATE with the order's status in `order_status`.",
-		Tags:        []string{"orders"}, Security: bearer, MaxBodyBytes: 1 << 10,
-		Responses: s.withAccepted("The payment is accepted and final, but not recorded yet: the order becomes PAID in a moment.",
-			s.problems(errNoToken, errNoOrder, errPayRefused, errInvalid, errUnavailable, errNotConfirmed)),
+		Summary: "Pay an order awaiting payment",
+		Description: "Answers 200 with the order once the payment is recorded, or 202 if the order's workflow accepted the payment but has not recorded it within a few seconds (it will: an accepted payment is final). A payment the order's state does not allow (it expired, was cancelled, or is still being placed) answers 409 INVALID_STATE with the order's status in `order_status`.\n\n" +
+			"Where the deployment takes payments at a provider, pay starts the payment there instead and answers 202 with the order, still AWAITING_PAYMENT, and `payment`: the provider's hosted page (`redirect_url`) or the client secret of its client library (`client_secret`). The order becomes PAID once the provider reports the capture (read it, or follow it on the websocket); a pay while that payment is pending answers it again, and a pay after a declined one starts another. A provider that cannot be reached answers 503 UNAVAILABLE with `Retry-After`, nothing changed.",
+		Tags: []string{"orders"}, Security: bearer, MaxBodyBytes: 1 << 10,
+		Responses: s.withAccepted("The payment is accepted and final, but not recorded yet: the order becomes PAID in a moment. "+
+			"Or, where payments are taken at a provider, the payment is started there (`payment`): the order becomes PAID once the provider reports the capture.",
+			s.problems(errNoToken, errNoOrder, errPayRefused, errInvalid, errUnavailable, errNotConfirmed, errPaymentUnavailable)),
 	}, s.payOrder)
 
 	huma.Register(s.api, huma.Operation{
@@ -204,7 +206,11 @@ func (s *Server) outcome(ctx context.Context, o orders.Outcome, err error) (*ord
 	if !o.Recorded {
 		code = http.StatusAccepted
 	}
-	return &orderOutput{Status: code, Body: s.orderView(o.Order)}, nil
+	body := s.orderView(o.Order)
+	if p := o.Payment; p != nil {
+		body.Payment = &wire.PaymentAction{Provider: p.Provider, ID: p.ID, RedirectURL: p.RedirectURL, ClientSecret: p.ClientSecret}
+	}
+	return &orderOutput{Status: code, Body: body}, nil
 }
 
 func (s *Server) orderView(o orders.Order) wire.Order {
@@ -217,6 +223,11 @@ func (s *Server) orderView(o orders.Order) wire.Order {
 	if o.PaidAt != nil {
 		at := o.PaidAt.UTC()
 		w.PaidAt = &at
+	}
+	w.PaymentProvider, w.PaymentID = o.PaymentProvider, o.PaymentID
+	if o.RefundedAt != nil {
+		at := o.RefundedAt.UTC()
+		w.RefundedAt, w.RefundReason = &at, o.RefundReason
 	}
 	if o.Status == domain.StatusPending && o.Place.Position > 0 {
 		w.QueuePosition = &o.Place.Position

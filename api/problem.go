@@ -97,8 +97,12 @@ func toHTTP(ctx context.Context, err error) error {
 		// the same Idempotency-Key.
 		return huma.ErrorWithHeaders(p, http.Header{"Retry-After": {"1"}})
 	}
+	if errors.Is(err, orders.ErrPaymentUnavailable) {
+		// Logged where it happened; the provider may be back in a moment.
+		return huma.ErrorWithHeaders(p, http.Header{"Retry-After": {"2"}})
+	}
 	switch {
-	case errors.Is(err, orders.ErrNotConfirmed), errors.Is(err, orders.ErrRepairPending):
+	case errors.Is(err, orders.ErrNotConfirmed), errors.Is(err, orders.ErrRepairPending), errors.Is(err, orders.ErrPaymentRejected):
 		// Logged where it happened, with the order.
 	case p.Status == http.StatusServiceUnavailable:
 		slog.WarnContext(ctx, "backing service unavailable", "err", err)
@@ -157,6 +161,12 @@ func problemFor(err error) *wire.Problem {
 				"it may or may not survive a failover; retry to learn which (409 once confirmed, 202 with a new order if it was lost)"
 		}
 		return p
+	case errors.Is(err, orders.ErrPaymentUnavailable):
+		return problem(http.StatusServiceUnavailable, wire.CodeUnavailable,
+			"the payment provider could not be reached to start the payment; nothing was changed")
+	case errors.Is(err, orders.ErrPaymentRejected):
+		return problem(http.StatusServiceUnavailable, wire.CodeUnavailable,
+			"the payment provider refused to start the payment; nothing was changed")
 	case errors.Is(err, orders.ErrRepairPending):
 		return problem(http.StatusServiceUnavailable, wire.CodeUnavailable,
 			"the order's workflow was stopped before the order ended; it is being ended now and nothing was changed: read the order in a moment")

@@ -249,7 +249,8 @@ func tooManyExports() error {
 
 // csvHeader names the export's CSV columns. New ones go at the end, so
 // that a reader that takes columns by position keeps working.
-var csvHeader = []string{"order_id", "sale_id", "buyer", "status", "amount_cents", "admitted_at", "paid_at", "updated_at", "reason", "workflow_id", "workflow_url", "currency"}
+var csvHeader = []string{"order_id", "sale_id", "buyer", "status", "amount_cents", "admitted_at", "paid_at", "updated_at", "reason", "workflow_id", "workflow_url", "currency",
+	"payment_provider", "payment_id", "refunded_at", "refund_reason"}
 
 // exportWriter writes pages of orders as CSV or NDJSON, flushing each
 // within a write deadline.
@@ -356,10 +357,15 @@ func csvRow(o wire.Order) []string {
 	if o.PaidAt != nil {
 		paid = o.PaidAt.Format(time.RFC3339Nano)
 	}
+	refunded := ""
+	if o.RefundedAt != nil {
+		refunded = o.RefundedAt.Format(time.RFC3339Nano)
+	}
 	return []string{
 		o.ID, o.SaleID, cell(o.UserID), string(o.Status), strconv.FormatInt(o.AmountCents, 10),
 		o.AdmittedAt.Format(time.RFC3339Nano), paid, o.UpdatedAt.Format(time.RFC3339Nano),
 		cell(o.Reason), o.WorkflowID, o.WorkflowURL, o.Currency,
+		o.PaymentProvider, cell(o.PaymentID), refunded, cell(o.RefundReason),
 	}
 }
 

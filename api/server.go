@@ -29,6 +29,8 @@ import (
 	"github.com/seckill/seckill/ent"
 	"github.com/seckill/seckill/orderid"
 	"github.com/seckill/seckill/orders"
+	"github.com/seckill/seckill/payment"
+	"github.com/seckill/seckill/payment/builtin"
 	"github.com/seckill/seckill/push"
 	"github.com/seckill/seckill/relay"
 	"github.com/seckill/seckill/stock"
@@ -103,6 +105,17 @@ type Config struct {
 	// in Redis (remaining stock, end) for the same reads: default 100ms;
 	// negative: every read asks Redis.
 	ShelfCacheTTL time.Duration
+	// PaymentProvider is the payment provider new orders pay at
+	// (relay.Options.PaymentProvider, which this sets on Relay): "builtin",
+	// "stripe", or "" to pay without one (pay decides PAID). With one, pay
+	// sends the buyer's client to the provider, and the provider's
+	// notifications (POST /v1/payments/{provider}/notify) decide.
+	// PaymentGrace is the orders' OrderInput.PaymentGrace.
+	PaymentProvider string
+	PaymentGrace    time.Duration
+	// PayReturnURL is where the provider's hosted page sends the buyer
+	// back, the order's id added as order_id (the demo page, say).
+	PayReturnURL string
 	// NoRelay: this instance runs no relay, and its orders are started by
 	// the relays of other processes (`seckill worker --relay`, where the
 	// starts are eager; docs/design.md §5).
@@ -164,7 +177,18 @@ type Deps struct {
 	// the trace on (worker.ClientTracing on the Temporal client). Nil: no
 	// tracing, and the purchase path does nothing more.
 	Tracing trace.TracerProvider
+	// Payments are the payment providers whose notifications this api
+	// takes, by Name(): those orders may pay at.
+	Payments map[string]payment.Provider
+	// BuiltinPay, if set, is the built-in payment service: mounted under
+	// PayPrefix, its notifications sent by Run.
+	BuiltinPay *builtin.Service
 }
+
+// PayPrefix is where the built-in payment service is mounted: its API
+// and hosted page, the provider's and not seckill's API (no bearer token,
+// not in the OpenAPI document).
+const PayPrefix = "/pay/"
 
 // Server is one api instance.
 type Server struct {
@@ -218,6 +242,9 @@ func New(cfg Config, deps Deps) *Server {
 	if cfg.Relay.Tracing == nil {
 		cfg.Relay.Tracing = deps.Tracing
 	}
+	if cfg.Relay.PaymentProvider == "" {
+		cfg.Relay.PaymentProvider, cfg.Relay.PaymentGrace = cfg.PaymentProvider, cfg.PaymentGrace
+	}
 	s.cancels = newCancellations()
 	s.sales = newReadCache(cfg.SaleCacheTTL, deps.Store.Sale, func(err error) bool { return errors.Is(err, domain.ErrUnknownSale) })
 	s.shelves = newReadCache(cfg.ShelfCacheTTL, s.shelf, nil)
@@ -235,6 +262,7 @@ func New(cfg Config, deps Deps) *Server {
 	s.orders = orders.New(orders.Config{
 		IPRate: cfg.IPRate, UserRate: cfg.UserRate, SaleRate: cfg.SaleRate,
 		SoldOutTTL: cfg.SoldOutTTL, PayWait: cfg.PayWait,
+		PaymentProvider: cfg.PaymentProvider, ReturnURL: cfg.PayReturnURL,
 	}, orders.Deps{Store: deps.Store, Stock: deps.Stock, Temporal: deps.Temporal, IDs: deps.IDs, Tracer: tracer})
 	s.hub = push.NewHub(deps.Stock.Client(), s.snapshot, push.Options{
 		AllowedOrigins: cfg.AllowedOrigins, Line: s.orders.Places, LineRefresh: cfg.LineRefresh,
@@ -263,10 +291,19 @@ func New(cfg Config, deps Deps) *Server {
 	s.registerHealth()
 	s.registerInfo()
 	s.registerProbe()
+	s.registerPayments()
 	if cfg.DevTokens {
 		s.registerDevTokens()
 	}
 	s.mux.HandleFunc("GET /v1/ws", s.serveWS)
+	if deps.BuiltinPay != nil {
+		// A plain handler beside huma's: the provider's own API (its
+		// bearer is the provider's secret key) and hosted page. Method by
+		// method, so that it does not clash with the binary's "GET /".
+		for _, method := range []string{http.MethodGet, http.MethodPost, http.MethodPut} {
+			s.mux.Handle(method+" "+PayPrefix, deps.BuiltinPay)
+		}
+	}
 	// No /metrics here: the handler is what a proxy publishes, and a
 	// scrape costs Redis a read per live sale (the relay backlog), so
 	// anyone could make the api read Redis at will; the series also
@@ -322,6 +359,9 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	if s.relay != nil {
 		tasks["relay"] = s.relay.Run
+	}
+	if s.deps.BuiltinPay != nil {
+		tasks["builtin payments"] = s.deps.BuiltinPay.Run
 	}
 	var wg sync.WaitGroup
 	for name, run := range tasks {

@@ -109,3 +109,32 @@ func TestServeRefusesAFenceItCannotKeep(t *testing.T) {
 		}
 	}
 }
+
+// A payment provider whose secrets are missing is refused at start, by the
+// api and by the worker alike, naming the environment variables to set.
+func TestPaymentProviderWithoutSecretsIsRefused(t *testing.T) {
+	for _, tc := range []struct {
+		cmd, provider string
+		want          []string
+	}{
+		{"serve", "builtin", []string{"SECKILL_BUILTINPAY_SECRET_KEY", "SECKILL_BUILTINPAY_WEBHOOK_SECRET"}},
+		{"worker", "builtin", []string{"SECKILL_BUILTINPAY_SECRET_KEY", "SECKILL_BUILTINPAY_WEBHOOK_SECRET"}},
+		{"serve", "stripe", []string{"STRIPE_SECRET_KEY", "STRIPE_WEBHOOK_SECRET"}},
+		{"worker", "stripe", []string{"STRIPE_SECRET_KEY", "STRIPE_WEBHOOK_SECRET"}},
+	} {
+		cmd := exec.Command(testenv.Binary(t), tc.cmd, "--payment-provider="+tc.provider)
+		cmd.Env = append(os.Environ(), "DATABASE_URL="+testenv.DatabaseURL(t), "REDIS_ADDR="+testenv.RedisAddr(t),
+			"SECKILL_JWT_SECRET=0123456789abcdef0123456789abcdef", "SECKILL_BUILTINPAY_SECRET_KEY=", "SECKILL_BUILTINPAY_WEBHOOK_SECRET=",
+			"STRIPE_SECRET_KEY=", "STRIPE_WEBHOOK_SECRET=")
+		out, err := cmd.CombinedOutput()
+		if err == nil {
+			t.Errorf("%s --payment-provider=%s started without its secrets", tc.cmd, tc.provider)
+			continue
+		}
+		for _, env := range tc.want {
+			if !strings.Contains(string(out), env) {
+				t.Errorf("%s --payment-provider=%s: %v, want a refusal naming %s\n%s", tc.cmd, tc.provider, err, env, out)
+			}
+		}
+	}
+}

@@ -45,6 +45,13 @@ type Order struct {
 	UpdatedAt  time.Time
 	// PaidAt is when a PAID order was paid; nil otherwise.
 	PaidAt *time.Time
+	// PaymentProvider and PaymentID name the payment at a provider that
+	// paid the order (or the first one refunded); empty without one.
+	PaymentProvider, PaymentID string
+	// RefundedAt and RefundReason: a capture the order did not keep was
+	// refunded (the first one, recorded on the row).
+	RefundedAt   *time.Time
+	RefundReason string
 	// Place is a PENDING order's place in its sale's line; zero when the
 	// order is not in line (docs/design.md §3.11).
 	Place domain.Place
@@ -65,6 +72,13 @@ type Config struct {
 	// PayWait is how long Pay and Cancel wait for the workflow to record
 	// the change before answering that it is accepted but not recorded.
 	PayWait time.Duration
+	// PaymentProvider, if set, is the provider orders pay at: Pay then
+	// sends the pay update a workflows.PayRequest with ReturnURL (the
+	// order's id added as order_id), and answers the payment to complete
+	// there. Empty: the pay update carries nothing, as workers before
+	// workflows.VersionPayments expect.
+	PaymentProvider string
+	ReturnURL       string
 }
 
 // Deps are the services the use cases use.
@@ -281,7 +295,8 @@ func view(o *ent.Order) Order {
 		ID: o.ID, SaleID: o.SaleID, UserID: o.UserID,
 		Status: domain.Status(o.Status), Reason: o.Reason, AmountCents: o.AmountCents,
 		WorkflowID: domain.WorkflowID(o.ID), AdmittedAt: AdmittedAt(o), CreatedAt: o.CreatedAt.UTC(), UpdatedAt: o.UpdatedAt.UTC(),
-		PaidAt: o.PaidAt,
+		PaidAt: o.PaidAt, PaymentProvider: o.PaymentProvider, PaymentID: o.PaymentID,
+		RefundedAt: o.RefundedAt, RefundReason: o.RefundReason,
 	}
 }
 

@@ -2,9 +2,11 @@ package orders
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/seckill/seckill/activities"
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/relay"
@@ -30,6 +33,10 @@ import (
 type Outcome struct {
 	Order    Order
 	Recorded bool
+	// Payment, for a pay of an order that pays at a provider, is the
+	// payment the buyer is to complete there; the order stays
+	// AWAITING_PAYMENT until the provider reports the capture.
+	Payment *workflows.PaymentAction
 }
 
 // ErrNotConfirmed means a pay or cancel reached Temporal but no worker took
@@ -46,15 +53,51 @@ var ErrNotConfirmed = fmt.Errorf("%w: the order's workflow did not confirm the r
 // domain.ErrUnavailable.
 var ErrRepairPending = fmt.Errorf("%w: the order's workflow has closed without ending the order; it is being repaired", domain.ErrUnavailable)
 
-// Pay pays one of the user's orders awaiting payment.
+// ErrPaymentUnavailable means the order's payment provider could not be
+// reached to start the payment: nothing was decided, and a retry may
+// succeed. ErrPaymentRejected: the provider refused to start it. Both are
+// domain.ErrUnavailable.
+var (
+	ErrPaymentUnavailable = fmt.Errorf("%w: the payment provider could not be reached to start the payment; nothing was changed", domain.ErrUnavailable)
+	ErrPaymentRejected    = fmt.Errorf("%w: the payment provider refused to start the payment; nothing was changed", domain.ErrUnavailable)
+)
+
+// Pay pays one of the user's orders awaiting payment. With a payment
+// provider it starts (or answers) the payment at the provider, and the
+// outcome carries it: the provider's capture decides the order.
 func (s *Service) Pay(ctx context.Context, user auth.User, id int64) (Outcome, error) {
-	return s.transition(ctx, user, id, workflows.UpdatePay, nil, domain.StatusPaid)
+	if s.cfg.PaymentProvider == "" {
+		return s.transition(ctx, user, id, workflows.UpdatePay, workflows.UpdatePay, nil, domain.StatusPaid)
+	}
+	// A new update id per request: the workflow answers a pay while an
+	// attempt is pending with that attempt, and starts the next attempt
+	// after a decline, which an update id shared by every pay (whose
+	// completed result Temporal answers again) would hide.
+	updateID := workflows.UpdatePay + "-" + rand.Text()
+	req := workflows.PayRequest{ReturnURL: returnURL(s.cfg.ReturnURL, id)}
+	return s.transition(ctx, user, id, workflows.UpdatePay, updateID, []any{req}, domain.StatusPaid)
+}
+
+// returnURL is where the provider's hosted page sends the buyer back:
+// base with the order's id added as order_id ("" without a base).
+func returnURL(base string, id int64) string {
+	if base == "" {
+		return ""
+	}
+	u, err := url.Parse(base)
+	if err != nil {
+		return base
+	}
+	q := u.Query()
+	q.Set("order_id", strconv.FormatInt(id, 10))
+	u.RawQuery = q.Encode()
+	return u.String()
 }
 
 // Cancel cancels one of the user's orders awaiting payment; its unit goes
 // back on sale.
 func (s *Service) Cancel(ctx context.Context, user auth.User, id int64) (Outcome, error) {
-	return s.transition(ctx, user, id, workflows.UpdateCancel,
+	return s.transition(ctx, user, id, workflows.UpdateCancel, workflows.UpdateCancel,
 		[]any{workflows.CancelRequest{Reason: "cancelled by buyer"}}, domain.StatusCancelled)
 }
 
@@ -62,7 +105,7 @@ func (s *Service) Cancel(ctx context.Context, user auth.User, id int64) (Outcome
 // and says what happened: the order when the transition the caller asked
 // for took place, a StateError with the order's real status when it did
 // not.
-func (s *Service) transition(ctx context.Context, user auth.User, id int64, update string, args []any, want domain.Status) (Outcome, error) {
+func (s *Service) transition(ctx context.Context, user auth.User, id int64, update, updateID string, args []any, want domain.Status) (Outcome, error) {
 	o, err := s.Get(ctx, user, id)
 	if err == nil && o.UserID != user.ID {
 		err = domain.ErrNotFound // admins read any order but pay or cancel only their own
@@ -82,10 +125,11 @@ func (s *Service) transition(ctx context.Context, user auth.User, id int64, upda
 		ctx, span = s.traceTransition(ctx, id, o.WorkflowID, update)
 		defer span.End()
 	}
-	// The update id is the transition's name: a retried or concurrent
-	// request for the same transition joins the first one's outcome.
+	// The update id is the transition's name (but for a pay at a
+	// provider): a retried or concurrent request for the same transition
+	// joins the first one's outcome.
 	h, err := s.deps.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		WorkflowID: o.WorkflowID, UpdateID: update, UpdateName: update, Args: args,
+		WorkflowID: o.WorkflowID, UpdateID: updateID, UpdateName: update, Args: args,
 		WaitForStage: client.WorkflowUpdateStageAccepted,
 	})
 	var st workflows.OrderState
@@ -109,6 +153,11 @@ func (s *Service) transition(ctx context.Context, user auth.User, id int64, upda
 	}
 	if err != nil {
 		return s.refused(ctx, id, update, want, err)
+	}
+	if st.Status == domain.StatusAwaitingPayment && st.Payment != nil {
+		// A payment started (or pending) at the provider: the buyer
+		// completes it there, and its capture decides the order.
+		return Outcome{Order: o, Payment: st.Payment}, nil
 	}
 	if st.Status != want {
 		return Outcome{}, stateError(update, st.Status)
@@ -150,6 +199,12 @@ func (s *Service) refused(ctx context.Context, id int64, update string, want dom
 		timedOut *client.WorkflowUpdateServiceTimeoutOrCanceledError
 	)
 	switch {
+	case errors.As(err, &app) && app.Type() == workflows.ErrTypePaymentUnavailable:
+		slog.WarnContext(ctx, "payment provider unavailable for a pay", "order_id", id, "err", err)
+		return Outcome{}, ErrPaymentUnavailable
+	case errors.As(err, &app) && app.Type() == activities.ErrTypePaymentRejected:
+		slog.ErrorContext(ctx, "payment provider refused a pay", "order_id", id, "err", err)
+		return Outcome{}, ErrPaymentRejected
 	case errors.As(err, &app) && app.Type() == workflows.ErrTypeInvalidState:
 		var status domain.Status
 		if derr := app.Details(&status); derr != nil {

@@ -35,12 +35,13 @@ func TestIntentPaymentTimeout(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			in := orderIntent(si, def)
+			in := orderIntent(si, &Options{PaymentTimeout: def, PaymentProvider: "builtin", PaymentGrace: time.Minute})
 			if in.PaymentTimeout != tc.want {
 				t.Errorf("payment timeout = %s, want %s", in.PaymentTimeout, tc.want)
 			}
 			if o := in.Order; o.OrderID != 42 || o.SaleID != 7 || o.UserID != "alice" || o.AmountCents != 1999 ||
-				!in.ReservedAt.Equal(time.UnixMilli(1700000000000)) || in.traceparent != v["traceparent"] {
+				!in.ReservedAt.Equal(time.UnixMilli(1700000000000)) || in.traceparent != v["traceparent"] ||
+				in.Provider != "builtin" || in.PaymentGrace != time.Minute {
 				t.Errorf("intent read as %+v", in)
 			}
 		})

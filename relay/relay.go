@@ -77,6 +77,12 @@ type Options struct {
 	// PaymentTimeout is passed to every workflow it starts whose intent
 	// carries no payment_timeout_ms of its sale.
 	PaymentTimeout time.Duration
+	// PaymentProvider is the payment provider the orders it starts pay at
+	// (OrderInput.Provider: "builtin", "stripe"); "" pays without one, the
+	// pay update deciding PAID. PaymentGrace is their OrderInput.PaymentGrace
+	// (0: the workflow's default).
+	PaymentProvider string
+	PaymentGrace    time.Duration
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// BeforeStart, if set, runs after entries were read and before their
@@ -268,7 +274,7 @@ func (r *Relay) process(ctx context.Context, batches []batch, awaitReplicas func
 				done[bi] = append(done[bi], stock.StartedIntent{Entry: m.ID, OrderID: order})
 				continue
 			}
-			in := orderIntent(si, r.opts.PaymentTimeout)
+			in := orderIntent(si, &r.opts)
 			jobs = append(jobs, job{bi, stock.StartedIntent{Entry: m.ID, OrderID: in.Order.OrderID}, in})
 			ids = append(ids, in.Order.OrderID)
 		}
@@ -451,10 +457,12 @@ type intent struct {
 
 // orderIntent is the workflow input of an entry written by reserve.lua:
 // the order's payment timeout is the sale's own when the intent carries
-// one, else paymentTimeout.
-func orderIntent(si stock.Intent, paymentTimeout time.Duration) intent {
+// one, else the relay's; the payment provider and its grace are the
+// relay's.
+func orderIntent(si stock.Intent, o *Options) intent {
 	in := intent{
-		OrderInput:  workflows.OrderInput{Order: si.Order, ReservedAt: si.ReservedAt, PaymentTimeout: paymentTimeout},
+		OrderInput: workflows.OrderInput{Order: si.Order, ReservedAt: si.ReservedAt, PaymentTimeout: o.PaymentTimeout,
+			Provider: o.PaymentProvider, PaymentGrace: o.PaymentGrace},
 		traceparent: si.Traceparent,
 	}
 	if si.PaymentTimeout > 0 {

@@ -73,6 +73,8 @@ func New(c client.Client, acts *activities.Activities, opts Options) sdkworker.W
 	}
 	w := sdkworker.New(c, workflows.TaskQueue, wo)
 	w.RegisterWorkflowWithOptions(workflows.OrderWorkflow, workflow.RegisterOptions{Name: "OrderWorkflow"})
+	// The refunds of money that came after its order's workflow closed.
+	w.RegisterWorkflowWithOptions(workflows.PaymentSettleWorkflow, workflow.RegisterOptions{Name: workflows.PaymentSettleWorkflowName})
 	// The engine probe's no-op workflows (POST /v1/admin/engine-probe) run
 	// here, on this worker's slots and pollers, as the orders do.
 	w.RegisterWorkflowWithOptions(workflows.EngineProbe, workflow.RegisterOptions{Name: workflows.EngineProbeName})

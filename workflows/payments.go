@@ -42,6 +42,9 @@ type PaymentEvent struct {
 	Provider string
 	Payment  payment.Payment
 	At       time.Time
+	// Refund is set for a refund's event (the order's workflow reads the
+	// payment's state; PaymentSettleWorkflow records the refund).
+	Refund *payment.Refund `json:",omitempty"`
 }
 
 // PayRequest is the optional payload of the pay update.

@@ -108,6 +108,32 @@ type Order struct {
 	// waiting for its workflow to start.
 	QueuePosition *int64 `json:"queue_position,omitempty" minimum:"1" doc:"PENDING orders only: the order's place in the sale's line, counting itself: admitted orders of the sale whose workflow has not started, admitted no later than this one. Absent once the workflow has started (the order may stay PENDING a moment longer), or when Redis cannot tell."`
 	ETASeconds    *int64 `json:"eta_seconds,omitempty" minimum:"1" doc:"With queue_position: an estimate of the seconds until the order's workflow starts, from the rate at which the sale's line moved over the last half minute. Absent when the line has not moved lately."`
+	// PaymentProvider and PaymentID are set once the order's row names a
+	// payment at a provider.
+	PaymentProvider string `json:"payment_provider,omitempty" example:"builtin" doc:"The payment provider that took the order's payment (or the refunded one); absent for orders paid without a provider."`
+	PaymentID       string `json:"payment_id,omitempty" doc:"The provider's id of that payment."`
+	// RefundedAt and RefundReason are set once a capture the order did
+	// not keep was refunded.
+	RefundedAt   *time.Time `json:"refunded_at,omitempty" doc:"When a payment the order did not keep (captured after the order ended, a second capture, a wrong amount) was refunded; absent otherwise."`
+	RefundReason string     `json:"refund_reason,omitempty" doc:"Why that payment was refunded."`
+	// Payment is set only in the answer to a pay of an order that pays at
+	// a provider.
+	Payment *PaymentAction `json:"payment,omitempty" doc:"In the answer to a pay (202) when the deployment takes payments at a provider: the payment the buyer completes there. The order stays AWAITING_PAYMENT until the provider reports the capture."`
+}
+
+// PaymentAction is what a buyer's client needs to complete a payment at
+// the provider: a hosted page to send the buyer to, or a client secret for
+// the provider's own client library.
+type PaymentAction struct {
+	Provider     string `json:"provider" example:"builtin" doc:"The payment provider: builtin or stripe."`
+	ID           string `json:"id" doc:"The provider's id of the payment."`
+	RedirectURL  string `json:"redirect_url,omitempty" format:"uri" doc:"The provider's hosted page to send the buyer to (builtin); it sends the buyer back to the shop when done."`
+	ClientSecret string `json:"client_secret,omitempty" doc:"The secret the provider's client library completes the payment with (Stripe.js)."`
+}
+
+// PaymentNotified is the answer to a provider's notification.
+type PaymentNotified struct {
+	Received bool `json:"received" doc:"Always true: the notification was verified and taken."`
 }
 
 // Purchase is the answer to a purchase: the buyer's order, PENDING until

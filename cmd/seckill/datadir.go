@@ -54,17 +54,23 @@ const devSecretName = "jwt-secret"
 // devSecret returns the path of the data directory's token secret,
 // creating it (random, readable by its owner only) on the first start.
 func devSecret(dir string) (string, error) {
-	path := filepath.Join(dir, devSecretName)
+	return devSecretFile(dir, devSecretName, "token secret")
+}
+
+// devSecretFile returns the path of the data directory's secret name,
+// creating it (random, readable by its owner only) on the first start.
+func devSecretFile(dir, name, what string) (string, error) {
+	path := filepath.Join(dir, name)
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if errors.Is(err, os.ErrExist) {
 		return path, nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("dev's token secret: %w", err)
+		return "", fmt.Errorf("dev's %s: %w", what, err)
 	}
 	defer f.Close()
 	if _, err := f.WriteString(auth.RandomSecret() + "\n"); err != nil {
-		return "", fmt.Errorf("dev's token secret: %w", err)
+		return "", fmt.Errorf("dev's %s: %w", what, err)
 	}
 	return path, nil
 }

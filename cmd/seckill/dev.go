@@ -14,9 +14,11 @@ import (
 	_ "modernc.org/sqlite" // the embedded database of dev mode
 
 	"github.com/seckill/seckill/activities"
+	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/devstack"
 	"github.com/seckill/seckill/internal/redact"
+	"github.com/seckill/seckill/payment/builtin"
 	"github.com/seckill/seckill/store"
 	"github.com/seckill/seckill/web"
 	"github.com/seckill/seckill/worker"
@@ -80,6 +82,12 @@ func (c *DevCmd) Run(ctx context.Context) error {
 	}
 	signer, err := c.signer()
 	if err != nil {
+		return err
+	}
+	if err := c.devPaymentSecrets(c.DataDir, c.Memory); err != nil {
+		return err
+	}
+	if err := c.PaymentFlags.check(); err != nil {
 		return err
 	}
 
@@ -148,13 +156,35 @@ func (c *DevCmd) Run(ctx context.Context) error {
 	if _, err := d.store.FillCurrency(ctx, c.DefaultCurrency); err != nil {
 		return err
 	}
+	if err := builtin.Migrate(ctx, d.store.DB()); err != nil {
+		return err
+	}
+	// Bound before the worker starts: the built-in provider is reached at
+	// the api's address, by the worker's activities too.
+	ln, err := net.Listen("tcp", c.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", c.HTTPAddr, err)
+	}
+	defer ln.Close()
+	devTokens := listensOnLoopback(c.HTTPAddr)
+	cfg, err := c.APIFlags.config(devTokens)
+	if err != nil {
+		return err
+	}
+	// The built-in provider's test controls ("Pay late" on its page) are
+	// a dev's: never on serve.
+	pay, err := c.APIFlags.payments(d, &cfg, hostPort(ln.Addr()), true)
+	if err != nil {
+		return err
+	}
 	// The embedded server creates its namespace with them; an external
 	// one, or an older embedded database, may lack them.
 	if err := worker.RegisterSearchAttributes(ctx, d.temporal, c.TemporalNamespace); err != nil {
 		return err
 	}
 
-	w := worker.New(d.temporal, &activities.Activities{Store: d.store, Stock: d.stock, Events: d.events, Metrics: activities.NewMetrics(d.registry)}, worker.Options{Tracing: d.tracing})
+	w := worker.New(d.temporal, &activities.Activities{Store: d.store, Stock: d.stock, Events: d.events, Metrics: activities.NewMetrics(d.registry),
+		Payments: pay.providers}, worker.Options{Tracing: d.tracing})
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("start worker: %w", err)
 	}
@@ -168,20 +198,15 @@ func (c *DevCmd) Run(ctx context.Context) error {
 	}
 	runReconciler(ctx, d, c.ReconcileInterval, 24*time.Hour, lostAfter)
 
-	devTokens := listensOnLoopback(c.HTTPAddr)
 	if !devTokens {
 		slog.Warn("seckill dev listens beyond loopback: anyone who reaches it can use its demo sale and the Temporal UI's links; POST /v1/dev/token, which mints tokens for anyone, is off (use the tokens printed below or `seckill token`)",
 			"http_addr", c.HTTPAddr)
-	}
-	cfg, err := c.APIFlags.config(devTokens)
-	if err != nil {
-		return err
 	}
 	cfg.TemporalNamespace = c.TemporalNamespace
 	if cfg.TemporalUIURL == "" {
 		cfg.TemporalUIURL = temporalUI
 	}
-	srv, stopAPI, err := startAPI(ctx, d, signer, cfg)
+	srv, stopAPI, err := startAPI(ctx, d, signer, cfg, pay)
 	if err != nil {
 		return err
 	}
@@ -196,7 +221,7 @@ func (c *DevCmd) Run(ctx context.Context) error {
 	}
 	metricsAddr := serveMetrics(ctx, c.MetricsAddr, d.registry)
 
-	err = serveHTTP(ctx, c.HTTPAddr, srv.Handler(), func(addr net.Addr) {
+	err = serveOn(ctx, ln, srv.Handler(), func(addr net.Addr) {
 		base := "http://" + hostPort(addr)
 		buyer, _ := signer.Mint("demo-buyer", auth.RoleBuyer, auth.MaxTTL(auth.RoleBuyer))
 		admin, _ := signer.Mint("demo-admin", auth.RoleAdmin, auth.MaxTTL(auth.RoleAdmin))
@@ -206,6 +231,9 @@ func (c *DevCmd) Run(ctx context.Context) error {
 		fmt.Fprintf(&b, "  API            %s/v1\n", base)
 		fmt.Fprintf(&b, "  API docs       %s/docs\n", base)
 		fmt.Fprintf(&b, "  Websocket      %s/v1/ws?access_token=<token>\n", strings.Replace(base, "http", "ws", 1))
+		if pay.builtin != nil {
+			fmt.Fprintf(&b, "  Payments       %s%s (the built-in provider: pay sends the buyer to its page)\n", base, api.PayPrefix)
+		}
 		if temporalUI != "" {
 			fmt.Fprintf(&b, "  Temporal UI    %s/namespaces/%s/workflows\n", temporalUI, c.TemporalNamespace)
 		}

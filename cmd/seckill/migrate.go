@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/seckill/seckill/payment/builtin"
 	"github.com/seckill/seckill/worker"
 )
 
@@ -28,6 +29,10 @@ func (c *MigrateCmd) Run(ctx context.Context) error {
 	}
 	defer d.Close()
 	if err := d.store.Migrate(ctx); err != nil {
+		return err
+	}
+	// The built-in payment provider's records, in their own tables.
+	if err := builtin.Migrate(ctx, d.store.DB()); err != nil {
 		return err
 	}
 	filled, err := d.store.FillCurrency(ctx, currency)

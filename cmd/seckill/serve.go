@@ -20,6 +20,8 @@ import (
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/orderid"
+	"github.com/seckill/seckill/payment"
+	"github.com/seckill/seckill/payment/builtin"
 	"github.com/seckill/seckill/relay"
 	"github.com/seckill/seckill/web"
 )
@@ -108,6 +110,8 @@ type APIFlags struct {
 	RelayYield    time.Duration `name:"relay-yield" env:"SECKILL_RELAY_YIELD" default:"15s" help:"How long the relay may hold workflow starts back while purchases are in flight (admission first; 0 = never)."`
 	TemporalUIURL string        `name:"temporal-ui-url" env:"SECKILL_TEMPORAL_UI_URL" help:"Base URL of the Temporal Web UI, for links from orders to their workflow (dev: the embedded UI)."`
 	CurrencyFlags
+	PublicURL        string `name:"public-url" env:"SECKILL_PUBLIC_URL" help:"The api's origin as browsers and payment providers reach it (https://shop.example.com): the built-in provider's hosted page and notification URL. Default: the address --http-addr binds (loopback for an unspecified host)."`
+	PaymentReturnURL string `name:"payment-return-url" env:"SECKILL_PAYMENT_RETURN_URL" help:"Where a provider's hosted page sends the buyer back (the order's id added as order_id). Default: the demo page, --public-url's /."`
 }
 
 // CurrencyFlags name the deployment's default currency.
@@ -132,10 +136,13 @@ type RelayFlags struct {
 	// between reading intents and starting their workflows, widening the
 	// window in which a crashed api leaves intents for another to reclaim.
 	RelayStartDelay time.Duration `name:"relay-start-delay" env:"SECKILL_RELAY_START_DELAY" hidden:"" help:"Test hook: pause between reading intents and starting workflows."`
+	// Where the orders a relay starts pay (OrderInput.Provider).
+	PaymentFlags
 }
 
 func (f RelayFlags) options() relay.Options {
-	return relay.Options{MinIdle: f.RelayMinIdle, PaymentTimeout: f.PaymentTimeout, BeforeStart: pause(f.RelayStartDelay)}
+	return relay.Options{MinIdle: f.RelayMinIdle, PaymentTimeout: f.PaymentTimeout, BeforeStart: pause(f.RelayStartDelay),
+		PaymentProvider: f.provider(), PaymentGrace: f.PaymentGrace}
 }
 
 func (f APIFlags) config(devTokens bool) (api.Config, error) {
@@ -157,7 +164,8 @@ func (f APIFlags) config(devTokens bool) (api.Config, error) {
 		WSPerUser: noLimitIfZero(f.WSPerUser), WSMax: noLimitIfZero(f.WSMax),
 		AllowedOrigins: f.AllowedOrigins,
 		DevTokens:      devTokens, TemporalUIURL: f.TemporalUIURL, DefaultCurrency: currency,
-		Relay: f.relayOptions(),
+		Relay:           f.relayOptions(),
+		PaymentProvider: f.provider(), PaymentGrace: f.PaymentGrace,
 	}, nil
 }
 
@@ -181,6 +189,9 @@ func (c *ServeCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := c.PaymentFlags.check(); err != nil {
+		return err
+	}
 	tp, stopTracing, err := setupTracing(ctx, "seckill-api")
 	if err != nil {
 		return err
@@ -201,26 +212,73 @@ func (c *ServeCmd) Run(ctx context.Context) error {
 	if cfg.NoRelay {
 		slog.Warn("this instance runs no relay: its orders start only where a worker runs with --relay")
 	}
-	srv, stop, err := startAPI(ctx, d, signer, cfg)
+	// Bound first: the built-in provider's URLs default to the address.
+	ln, err := net.Listen("tcp", c.HTTPAddr)
 	if err != nil {
+		return fmt.Errorf("listen on %s: %w", c.HTTPAddr, err)
+	}
+	pay, err := c.APIFlags.payments(d, &cfg, hostPort(ln.Addr()), false)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	srv, stop, err := startAPI(ctx, d, signer, cfg, pay)
+	if err != nil {
+		ln.Close()
 		return err
 	}
 	defer stop()
 	srv.Mux().Handle("GET /", web.Handler())
 	serveMetrics(ctx, c.MetricsAddr, srv.Registry())
-	return serveHTTP(ctx, c.HTTPAddr, srv.Handler(), nil)
+	return serveOn(ctx, ln, srv.Handler(), nil)
+}
+
+// apiPayments are an api's payment providers: the adapters whose
+// notifications it verifies, and the built-in service it serves (nil
+// unless --payment-provider=builtin).
+type apiPayments struct {
+	providers map[string]payment.Provider
+	builtin   *builtin.Service
+}
+
+// payments sets up an api's payments on cfg for the api listening at
+// listening (host:port), with the built-in service's test controls on
+// for dev.
+func (f APIFlags) payments(d *deps, cfg *api.Config, listening string, controls bool) (apiPayments, error) {
+	pub, err := publicURL(f.PublicURL, listening)
+	if err != nil {
+		return apiPayments{}, err
+	}
+	cfg.PayReturnURL = f.PaymentReturnURL
+	if cfg.PayReturnURL == "" {
+		cfg.PayReturnURL = pub + "/"
+	}
+	provs, err := f.providers(pub + api.PayPrefix)
+	if err != nil {
+		return apiPayments{}, err
+	}
+	svc, err := f.builtinService(d.store, pub, controls)
+	if err != nil {
+		return apiPayments{}, err
+	}
+	if svc != nil {
+		slog.Info("payments at the built-in provider", "pay_url", pub+api.PayPrefix, "controls", controls)
+	} else if p := f.provider(); p != "" {
+		slog.Info("payments at a provider", "provider", p, "notify_url", pub+"/v1/payments/"+p+"/notify")
+	}
+	return apiPayments{providers: provs, builtin: svc}, nil
 }
 
 // startAPI builds an api server on connected services and starts its
 // background work (relay, websocket hub). stop ends that work.
-func startAPI(ctx context.Context, d *deps, signer *auth.Signer, cfg api.Config) (*api.Server, func(), error) {
+func startAPI(ctx context.Context, d *deps, signer *auth.Signer, cfg api.Config, pay apiPayments) (*api.Server, func(), error) {
 	lease, err := orderid.LeaseNode(ctx, d.redis, 30*time.Second, d.ack)
 	if err != nil {
 		return nil, nil, fmt.Errorf("lease an order id node: %w", err)
 	}
 	srv := api.New(cfg, api.Deps{
 		Store: d.store, Stock: d.stock, Temporal: d.temporal, Signer: signer, IDs: orderid.Leased(lease),
-		Registry: d.registry, Tracing: d.tracing,
+		Registry: d.registry, Tracing: d.tracing, Payments: pay.providers, BuiltinPay: pay.builtin,
 	})
 	bctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup

@@ -42,13 +42,18 @@ func (c *WorkerCmd) Run(ctx context.Context) error {
 		return err
 	}
 	defer stopTracing()
+	provs, err := c.providers("")
+	if err != nil {
+		return err
+	}
 	d, err := c.connect(ctx, true, tp)
 	if err != nil {
 		return err
 	}
 	defer d.Close()
 	d.warnUnfenced(ctx)
-	acts := &activities.Activities{Store: d.store, Stock: d.stock, Events: d.events, Metrics: activities.NewMetrics(d.registry)}
+	acts := &activities.Activities{Store: d.store, Stock: d.stock, Events: d.events, Metrics: activities.NewMetrics(d.registry),
+		Payments: provs}
 	worker.SetStickyCache(c.StickyCache)
 	// A worker that starts while Temporal is down waits for it instead of
 	// exiting; once started, the SDK rides out outages by itself.

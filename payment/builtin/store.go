@@ -70,10 +70,14 @@ var schema = []string{
 // Migrate creates the service's tables and indexes if they are missing.
 // It runs in one transaction, retried: Postgres may refuse one of two
 // instances creating the same table at the same instant.
-func (s *Service) Migrate(ctx context.Context) error {
+func (s *Service) Migrate(ctx context.Context) error { return Migrate(ctx, s.db) }
+
+// Migrate is Service.Migrate on db, for `seckill migrate`, which runs no
+// service.
+func Migrate(ctx context.Context, db *sql.DB) error {
 	var err error
 	for range 3 {
-		if err = s.migrate(ctx); err == nil {
+		if err = migrate(ctx, db); err == nil {
 			return nil
 		}
 		if ctx.Err() != nil {
@@ -83,8 +87,8 @@ func (s *Service) Migrate(ctx context.Context) error {
 	return fmt.Errorf("builtin payments: migrate: %w", err)
 }
 
-func (s *Service) migrate(ctx context.Context) error {
-	tx, err := s.db.BeginTx(ctx, nil)
+func migrate(ctx context.Context, db *sql.DB) error {
+	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,145 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+
+	"github.com/seckill/seckill/api/wire"
+	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/payment"
+	"github.com/seckill/seckill/workflows"
+)
+
+// notifyBodyMax bounds a notification's body: providers' events are a few
+// KiB.
+const notifyBodyMax = 64 << 10
+
+type notifyInput struct {
+	Provider string `path:"provider" pattern:"^[a-z0-9_-]+$" maxLength:"32" example:"builtin" doc:"The payment provider's name, as the deployment configures it: builtin or stripe."`
+	RawBody  []byte `contentType:"application/json"`
+	// header is every header of the request: each provider signs in its
+	// own (Builtinpay-Signature, Stripe-Signature).
+	header http.Header
+}
+
+// Resolve keeps the request's headers for the provider's Verify.
+func (in *notifyInput) Resolve(ctx huma.Context) []error {
+	in.header = http.Header{}
+	ctx.EachHeader(func(name, value string) { in.header.Add(name, value) })
+	return nil
+}
+
+type notifyOutput struct {
+	Body wire.PaymentNotified
+}
+
+func (s *Server) registerPayments() {
+	huma.Register(s.api, huma.Operation{
+		OperationID: "payment-notify", Method: http.MethodPost, Path: "/v1/payments/{provider}/notify",
+		Summary: "Take a payment provider's notification",
+		Description: "The webhook a payment provider calls when a payment changes (captured, declined, cancelled, refunded): " +
+			"configure `<public URL>/v1/payments/stripe/notify` at Stripe. No bearer token: the provider's signature over the body is the " +
+			"authentication, checked before anything else (a missing or wrong one is 401, one signed too long ago 400, and either changes nothing). " +
+			"A verified notification is handed to the order's workflow, which acts on it once whatever the order and the repeats; " +
+			"one for an order whose workflow has ended is settled by a workflow of its own (a capture the order did not keep is refunded). " +
+			"Answers 200 at once; a notification of a kind seckill does not act on is acknowledged with 200 too.",
+		Tags: []string{"payments"}, Security: public, MaxBodyBytes: notifyBodyMax,
+		// The body is the provider's, read only once its signature holds:
+		// huma neither parses nor validates it.
+		SkipValidateBody: true,
+		Responses:        s.problems(errBadSignature, errStaleNotification, errNoProvider, errTooLarge, errInvalid, errUnavailable),
+	}, s.paymentNotify)
+}
+
+// paymentNotify verifies a provider's notification first (nothing is read
+// from it before its signature holds), then hands it to the order's
+// workflow as a payment signal, or, once that workflow has closed, to a
+// PaymentSettleWorkflow of the payment. The workflows do the work, so the
+// provider gets its 200 fast.
+func (s *Server) paymentNotify(ctx context.Context, in *notifyInput) (*notifyOutput, error) {
+	prov := s.deps.Payments[in.Provider]
+	if prov == nil {
+		return nil, problem(http.StatusNotFound, wire.CodeNotFound, fmt.Sprintf("no payment provider %q is configured", in.Provider))
+	}
+	ev, err := prov.Verify(in.header, in.RawBody, time.Now())
+	switch {
+	case errors.Is(err, payment.ErrBadSignature):
+		slog.WarnContext(ctx, "payment notification refused: bad signature", "provider", in.Provider, "ip", ipFrom(ctx))
+		return nil, problem(http.StatusUnauthorized, wire.CodeUnauthorized, "the notification's signature does not verify")
+	case errors.Is(err, payment.ErrStale):
+		slog.WarnContext(ctx, "payment notification refused: stale", "provider", in.Provider, "ip", ipFrom(ctx), "err", err)
+		return nil, problem(http.StatusBadRequest, wire.CodeBadRequest, "the notification was signed too long ago")
+	case errors.Is(err, payment.ErrIgnored):
+		return &notifyOutput{wire.PaymentNotified{Received: true}}, nil
+	case err != nil:
+		slog.WarnContext(ctx, "payment notification refused: unreadable", "provider", in.Provider, "err", err)
+		return nil, problem(http.StatusBadRequest, wire.CodeBadRequest, "the notification could not be read")
+	}
+	orderID := ev.Payment.OrderID
+	if orderID <= 0 {
+		// Verified, but of a payment no order started (made at the
+		// provider by hand): nothing of seckill's to act on.
+		slog.WarnContext(ctx, "payment notification of a payment without an order", "provider", in.Provider, "payment_id", ev.Payment.ID, "event_id", ev.ID)
+		return &notifyOutput{wire.PaymentNotified{Received: true}}, nil
+	}
+	pe := workflows.PaymentEvent{EventID: ev.ID, Provider: prov.Name(), Payment: ev.Payment, At: ev.At, Refund: ev.Refund}
+	err = s.deps.Temporal.SignalWorkflow(ctx, domain.WorkflowID(orderID), "", workflows.SignalPayment, pe)
+	var nf *serviceerror.NotFound
+	switch {
+	case errors.As(err, &nf):
+		err = s.settleLate(ctx, pe)
+	case err != nil:
+		err = unavailable(fmt.Errorf("signal order %d of payment %s: %w", orderID, ev.Payment.ID, err))
+	}
+	if err != nil {
+		return nil, toHTTP(ctx, err) // 503: the provider sends it again
+	}
+	return &notifyOutput{wire.PaymentNotified{Received: true}}, nil
+}
+
+// settleLate takes a payment event whose order's workflow has closed: a
+// capture, or a refund the row does not record, is handed to the
+// payment's PaymentSettleWorkflow, started once per payment (a repeat, or
+// the refund of a capture it refunded, finds it started and is done).
+func (s *Server) settleLate(ctx context.Context, pe workflows.PaymentEvent) error {
+	refund := pe.Refund != nil || pe.Payment.State == payment.Refunded
+	switch {
+	case refund:
+		row, err := s.deps.Store.Order(ctx, pe.Payment.OrderID)
+		if errors.Is(err, domain.ErrNotFound) || (err == nil && row.RefundID != "") {
+			return nil // recorded already, or no such order
+		}
+		if err != nil {
+			return unavailable(err)
+		}
+	case pe.Payment.State != payment.Captured:
+		return nil // declined or cancelled: nothing moved
+	}
+	_, err := s.deps.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:                    workflows.SettleWorkflowID(pe.Provider, pe.Payment.ID),
+		TaskQueue:             workflows.TaskQueue,
+		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		// Failing, not joining: a settle workflow of this payment that ran
+		// or runs has taken this event's place.
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
+	}, workflows.PaymentSettleWorkflowName, pe)
+	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	switch {
+	case errors.As(err, &started):
+		return nil
+	case err != nil:
+		return unavailable(fmt.Errorf("start settling payment %s of order %d: %w", pe.Payment.ID, pe.Payment.OrderID, err))
+	}
+	slog.InfoContext(ctx, "payment event after the order's workflow closed: settling it", "order_id", pe.Payment.OrderID,
+		"provider", pe.Provider, "payment_id", pe.Payment.ID, "state", pe.Payment.State)
+	return nil
+}
