@@ -283,8 +283,15 @@ func (o *order) refund(pay payment.Payment, reason string) {
 			logger.Error("refund refused by the payment provider", "order_id", o.ref.OrderID, "payment_id", pay.ID, "err", err)
 			return
 		}
+		// The status the order has, or is being ended with: a refund told
+		// while the ending is carried out must not say the order still
+		// awaits payment.
+		status := o.state.Status
+		if o.decided != "" && !status.Final() {
+			status = o.decided
+		}
 		nctx := workflow.WithLocalActivityOptions(ctx, notifyOptions)
-		note := activities.NotifyInput{Ref: o.ref, Status: o.state.Status, Reason: "payment " + pay.ID + " refunded: " + reason,
+		note := activities.NotifyInput{Ref: o.ref, Status: status, Reason: "payment " + pay.ID + " refunded: " + reason,
 			RefundedPayment: pay.ID}
 		if err := workflow.ExecuteLocalActivity(nctx, notify, note).Get(ctx, nil); err != nil {
 			logger.Warn("notify buyer of a refund", "order_id", o.ref.OrderID, "payment_id", pay.ID, "err", err)
