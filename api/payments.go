@@ -58,6 +58,13 @@ func (s *Server) registerPayments() {
 		SkipValidateBody: true,
 		Responses:        s.problems(errBadSignature, errStaleNotification, errNoProvider, errTooLarge, errInvalid, errUnavailable),
 	}, s.paymentNotify)
+	// The body as documented: a JSON object of the provider's. huma types
+	// a raw body as binary with a contentMediaType, a keyword the 3.0
+	// document it derives must not carry.
+	if body := s.api.OpenAPI().Paths["/v1/payments/{provider}/notify"].Post.RequestBody; body != nil {
+		body.Description = "The provider's notification, as it sent it (JSON for Stripe and the built-in provider)."
+		body.Content = map[string]*huma.MediaType{"application/json": {Schema: &huma.Schema{Type: huma.TypeObject, AdditionalProperties: true}}}
+	}
 }
 
 // paymentNotify verifies a provider's notification first (nothing is read
