@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
+	"go.temporal.io/sdk/client"
 
 	"github.com/seckill/seckill/api/wire"
 	"github.com/seckill/seckill/fault"
@@ -75,13 +76,10 @@ func (s *Server) registerProbe() {
 		var out wire.ProbeCleanup
 		// fault: the probe's lock (probe.lock's cases); each deletion under it is probe.delete
 		held, err := s.deps.Stock.WithProbeLock(ctx, func(ctx context.Context) error {
-			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), probeDeleteTime)
-			defer cancel()
-			start := time.Now()
-			c := relay.DeleteListedProbes(ctx, s.deps.Temporal, cmp.Or(s.cfg.TemporalNamespace, "default"))
-			out = wire.ProbeCleanup{Deleted: c.Deleted, Undeleted: c.Undeleted, DeleteSeconds: time.Since(start).Seconds()}
-			if c.Err != nil && c.Deleted == 0 {
-				return toHTTP(ctx, unavailable(c.Err))
+			var derr error
+			out, derr = s.cleanProbes(ctx, relay.DeleteListedProbes)
+			if derr != nil && out.Deleted == 0 {
+				return toHTTP(ctx, unavailable(derr))
 			}
 			return nil
 		})
@@ -93,8 +91,7 @@ func (s *Server) registerProbe() {
 			}
 			return nil, toHTTP(ctx, unavailable(err))
 		case !held:
-			p := problem(http.StatusServiceUnavailable, wire.CodeUnavailable, errProbeRunning.p.Detail)
-			return nil, huma.ErrorWithHeaders(p, http.Header{"Retry-After": {"10"}})
+			return nil, probeBusy()
 		}
 		return &struct{ Body wire.ProbeCleanup }{out}, nil
 	})
@@ -126,10 +123,16 @@ func (s *Server) probe(ctx context.Context, n int, keep bool) (wire.EngineProbe,
 		}
 		return wire.EngineProbe{}, toHTTP(ctx, unavailable(err)) // the lock's
 	case !held:
-		p := problem(http.StatusServiceUnavailable, wire.CodeUnavailable, errProbeRunning.p.Detail)
-		return wire.EngineProbe{}, huma.ErrorWithHeaders(p, http.Header{"Retry-After": {"10"}})
+		return wire.EngineProbe{}, probeBusy()
 	}
 	return p, nil
+}
+
+// probeBusy answers a probe, or a cleanup, that found another probe
+// holding the deployment's lock.
+func probeBusy() error {
+	p := problem(http.StatusServiceUnavailable, wire.CodeUnavailable, errProbeRunning.p.Detail)
+	return huma.ErrorWithHeaders(p, http.Header{"Retry-After": {"10"}})
 }
 
 // runProbe queues the jobs of a probe of n workflows for the relays and
@@ -225,14 +228,24 @@ const probeDeleteTime = time.Minute
 // next probe's window does not meet these deletions. The measurement
 // stands whatever they meet, even the caller leaving.
 func (s *Server) deleteProbes(ctx context.Context, p *wire.EngineProbe, run string, began time.Time) {
+	c, _ := s.cleanProbes(ctx, func(ctx context.Context, tc client.Client, namespace string) relay.ProbeCleanup {
+		return relay.DeleteProbes(ctx, tc, namespace, run, p.Workflows, began)
+	})
+	p.Deleted, p.Undeleted, p.DeleteSeconds = c.Deleted, c.Undeleted, c.DeleteSeconds
+}
+
+// cleanProbes runs one of relay's deletions of probe workflows, bounded by
+// probeDeleteTime and apart from the caller (it finishes if the caller
+// leaves), and says what it did; a failure is logged once.
+func (s *Server) cleanProbes(ctx context.Context, del func(context.Context, client.Client, string) relay.ProbeCleanup) (wire.ProbeCleanup, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), probeDeleteTime)
 	defer cancel()
 	start := time.Now()
-	c := relay.DeleteProbes(ctx, s.deps.Temporal, cmp.Or(s.cfg.TemporalNamespace, "default"), run, p.Workflows, began)
-	p.Deleted, p.Undeleted, p.DeleteSeconds = c.Deleted, c.Undeleted, time.Since(start).Seconds()
+	c := del(ctx, s.deps.Temporal, cmp.Or(s.cfg.TemporalNamespace, "default"))
 	if c.Err != nil {
 		slog.WarnContext(ctx, "engine probe: delete its workflows", "deleted", c.Deleted, "undeleted", c.Undeleted, "err", c.Err)
 	}
+	return wire.ProbeCleanup{Deleted: c.Deleted, Undeleted: c.Undeleted, DeleteSeconds: time.Since(start).Seconds()}, c.Err
 }
 
 func probeProblem(detail string) error {
