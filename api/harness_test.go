@@ -52,6 +52,7 @@ type system struct {
 	srv      *api.Server
 	tracing  trace.TracerProvider
 	stopW    func() // stops the worker (once)
+	stopAPI  func() // stops the api serving url (once), as a crash of its process would
 	// payService is the built-in payment service (options.builtinPay), payments
 	// the adapters of the api and the worker.
 	payService *builtin.Service
@@ -126,7 +127,8 @@ func start(t *testing.T, o options) *system {
 	go func() { _ = srv.Run(ctx); close(done) }()
 	hs.Config.Handler = srv.Handler()
 	hs.Start()
-	t.Cleanup(func() { hs.Close(); cancel(); <-done })
+	s.stopAPI = sync.OnceFunc(func() { hs.Close(); cancel(); <-done })
+	t.Cleanup(s.stopAPI)
 	return s
 }
 
