@@ -97,6 +97,22 @@ func TestPayAtTheBuiltinProvider(t *testing.T) {
 		!strings.Contains(string(exp.body), ","+builtin.Name+","+pay.ID+",,\n") {
 		t.Errorf("export: %d\n%s", exp.status, exp.body)
 	}
+	// The payment was started on the provider calls' own task queue, the
+	// one whose rate every worker shares.
+	var queues []string
+	hist := s.tc.GetWorkflowHistory(context.Background(), domain.WorkflowID(mustID(t, id)), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for hist.HasNext() {
+		ev, err := hist.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil && a.ActivityType.GetName() == "StartPayment" {
+			queues = append(queues, a.TaskQueue.GetName())
+		}
+	}
+	if len(queues) != 1 || queues[0] != workflows.PaymentTaskQueue {
+		t.Errorf("StartPayment scheduled on %v, want once on %s", queues, workflows.PaymentTaskQueue)
+	}
 }
 
 // Money that comes after the order expired goes back, once (docs/design.md

@@ -1,10 +1,12 @@
 // Package worker runs the order saga: it registers OrderWorkflow and its
 // activities, and the engine probe's no-op workflow, on the order task
-// queue, workflows.TaskQueue.
+// queue, workflows.TaskQueue, and the calls to a payment provider on
+// workflows.PaymentTaskQueue.
 package worker
 
 import (
 	"go.opentelemetry.io/otel/trace"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/interceptor"
 	sdkworker "go.temporal.io/sdk/worker"
@@ -25,6 +27,11 @@ type Options struct {
 	// OpenTelemetry interceptor): each joins the trace whose context its
 	// Temporal headers carry. Nil: no tracing, at no cost.
 	Tracing trace.TracerProvider
+	// PaymentRate is how many calls to the payment provider per second
+	// every worker together may start (workflows.PaymentTaskQueue): the
+	// server holds the queue's tasks to it, retries included, so the
+	// provider's own limit is not met. 0: no limit.
+	PaymentRate float64
 }
 
 // Defaults of Options, and the pollers of each kind.
@@ -54,8 +61,37 @@ func SetStickyCache(n int) {
 	}
 }
 
-// New returns a worker for the order saga; call Run or Start on it.
-func New(c client.Client, acts *activities.Activities, opts Options) sdkworker.Worker {
+// Worker is the order saga's worker: the order task queue's and, when
+// orders pay at a provider, the payment task queue's.
+type Worker struct {
+	orders, payments sdkworker.Worker
+}
+
+// Start starts polling both queues.
+func (w *Worker) Start() error {
+	if err := w.orders.Start(); err != nil {
+		return err
+	}
+	if w.payments != nil {
+		if err := w.payments.Start(); err != nil {
+			w.orders.Stop()
+			return err
+		}
+	}
+	return nil
+}
+
+// Stop stops both, waiting for the activities running (up to the SDK's
+// stop timeout).
+func (w *Worker) Stop() {
+	if w.payments != nil {
+		w.payments.Stop()
+	}
+	w.orders.Stop()
+}
+
+// New returns a worker for the order saga; call Start on it.
+func New(c client.Client, acts *activities.Activities, opts Options) *Worker {
 	if opts.MaxConcurrentActivities == 0 {
 		opts.MaxConcurrentActivities = DefaultActivities
 	}
@@ -79,5 +115,23 @@ func New(c client.Client, acts *activities.Activities, opts Options) sdkworker.W
 	// here, on this worker's slots and pollers, as the orders do.
 	w.RegisterWorkflowWithOptions(workflows.EngineProbe, workflow.RegisterOptions{Name: workflows.EngineProbeName})
 	w.RegisterActivity(acts)
+	out := &Worker{orders: w}
+	if len(acts.Payments) > 0 {
+		out.payments = newPayments(c, acts, wo, opts.PaymentRate)
+	}
+	return out
+}
+
+// newPayments is the worker of the provider calls, activities only. Its
+// rate is the queue's, shared by every worker polling it.
+func newPayments(c client.Client, acts *activities.Activities, wo sdkworker.Options, rate float64) sdkworker.Worker {
+	wo.DisableWorkflowWorker = true
+	wo.TaskQueueActivitiesPerSecond = rate
+	w := sdkworker.New(c, workflows.PaymentTaskQueue, wo)
+	for name, f := range map[string]any{
+		"StartPayment": acts.StartPayment, "CancelPayment": acts.CancelPayment, "RefundPayment": acts.RefundPayment,
+	} {
+		w.RegisterActivityWithOptions(f, activity.RegisterOptions{Name: name})
+	}
 	return w
 }

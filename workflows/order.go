@@ -15,6 +15,13 @@ import (
 // TaskQueue is where order workflows and their activities run.
 const TaskQueue = "seckill-orders"
 
+// PaymentTaskQueue is where the calls to a payment provider run (starting,
+// cancelling and refunding a payment): a queue of their own, so that the
+// server can hold every worker's calls to one rate, the provider's
+// (worker.Options.PaymentRate). The queue is not part of a workflow's
+// commands' identity: histories recorded before it replay unchanged.
+const PaymentTaskQueue = "seckill-payments"
+
 // Update and query names of OrderWorkflow.
 const (
 	// UpdatePay and UpdateCancel decide an order awaiting payment. The

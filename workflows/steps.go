@@ -47,7 +47,15 @@ var (
 	// and a buyer's cancel are answered to a waiting caller, so they are
 	// retried about half a minute in all, a provider's Retry-After
 	// respected; a refusal is not retried.
+	//
+	// Every provider call runs on PaymentTaskQueue, whose workers share
+	// one rate limit the server enforces (worker.Options.PaymentRate). A
+	// call waiting for its turn longer than ScheduleToStartTimeout finds
+	// the provider's budget spent: the buyer is told to try again rather
+	// than held.
 	providerCallOptions = workflow.ActivityOptions{
+		TaskQueue:              PaymentTaskQueue,
+		ScheduleToStartTimeout: 10 * time.Second,
 		StartToCloseTimeout:    10 * time.Second,
 		ScheduleToCloseTimeout: 30 * time.Second,
 		RetryPolicy: &temporal.RetryPolicy{
@@ -60,6 +68,7 @@ var (
 	// The cancel at the deadline is retried until it is answered; the
 	// grace timer, not these retries, bounds how long the unit is held.
 	deadlineCancelOptions = workflow.ActivityOptions{
+		TaskQueue:           PaymentTaskQueue,
 		StartToCloseTimeout: 10 * time.Second,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:        500 * time.Millisecond,
@@ -70,6 +79,7 @@ var (
 	}
 	// A refund is a compensation: retried until the provider takes it.
 	refundOptions = workflow.ActivityOptions{
+		TaskQueue:           PaymentTaskQueue,
 		StartToCloseTimeout: 10 * time.Second,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:        500 * time.Millisecond,

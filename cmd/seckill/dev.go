@@ -184,7 +184,7 @@ func (c *DevCmd) Run(ctx context.Context) error {
 	}
 
 	w := worker.New(d.temporal, &activities.Activities{Store: d.store, Stock: d.stock, Events: d.events, Metrics: activities.NewMetrics(d.registry),
-		Payments: pay.providers}, worker.Options{Tracing: d.tracing})
+		Payments: pay.providers}, worker.Options{Tracing: d.tracing, PaymentRate: c.PaymentRate})
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("start worker: %w", err)
 	}

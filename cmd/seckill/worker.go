@@ -6,8 +6,6 @@ import (
 	"sync"
 	"time"
 
-	sdkworker "go.temporal.io/sdk/worker"
-
 	"github.com/seckill/seckill/activities"
 	"github.com/seckill/seckill/internal/redact"
 	"github.com/seckill/seckill/relay"
@@ -57,7 +55,7 @@ func (c *WorkerCmd) Run(ctx context.Context) error {
 	worker.SetStickyCache(c.StickyCache)
 	// A worker that starts while Temporal is down waits for it instead of
 	// exiting; once started, the SDK rides out outages by itself.
-	var w sdkworker.Worker
+	var w *worker.Worker
 	for {
 		if err := waitTemporal(ctx, d.temporal, c.TemporalNamespace); err != nil {
 			return err
