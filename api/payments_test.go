@@ -323,3 +323,37 @@ func captureEvent(paymentID, orderID, saleID, user string, minor int64, currency
 		`"metadata":{"order_id":%q,"sale_id":%q,"user_id":%q},"checkout_url":"","return_url":"","expires_at":%q,"created":%q,"captured_at":%q}}}`,
 		now, paymentID, minor, currency, minor, orderID, saleID, user, now, now, now)
 }
+
+// A sale priced 0 asks for no money: with a provider configured, its
+// order's pay decides PAID at once and nothing is asked of the provider
+// (a payment of 0 is one the providers refuse).
+func TestFreeSalePaysWithoutTheProvider(t *testing.T) {
+	s := start(t, options{builtinPay: true})
+	r := s.do("POST", "/v1/sales", s.token("ops", auth.RoleAdmin), map[string]any{
+		"name": "free sample", "price_cents": 0, "stock": 2,
+		"starts_at": time.Now().Add(-time.Second), "ends_at": time.Now().Add(time.Hour),
+	})
+	if r.status != http.StatusCreated {
+		t.Fatalf("create sale: %d %s", r.status, r.body)
+	}
+	var sale wire.Sale
+	r.decode(t, &sale)
+	id := s.purchase(sale.ID, "alice")
+	s.waitStatus(id, "alice", domain.StatusAwaitingPayment)
+	p := s.pay(id, "alice")
+	if p.status != http.StatusOK {
+		t.Fatalf("pay of a free order: %d %s, want 200 PAID", p.status, p.body)
+	}
+	var o wire.Order
+	p.decode(t, &o)
+	if o.Status != domain.StatusPaid || o.Payment != nil {
+		t.Fatalf("pay of a free order: %d %s, want 200 PAID without a payment", p.status, p.body)
+	}
+	var n int
+	if err := s.store.DB().QueryRowContext(context.Background(), `SELECT count(*) FROM builtinpay_payments`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Errorf("%d payments at the provider, want none", n)
+	}
+}

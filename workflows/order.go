@@ -105,7 +105,7 @@ func OrderWorkflow(ctx workflow.Context, in OrderInput) (OrderState, error) {
 	}
 	o.era = eraOf(workflow.GetVersion(ctx, VersionUpdates, workflow.DefaultVersion, latestVersion))
 	o.decisions = workflow.NewBufferedChannel(ctx, 1)
-	if o.payments && in.Provider != "" {
+	if o.payments && in.Provider != "" && !freeOrder(ctx, in.Order) {
 		o.listenPayments(ctx, in)
 	}
 	if err := o.handleUpdates(ctx); err != nil {

@@ -38,6 +38,8 @@ type saga struct {
 	finished   []domain.Status
 	// rowStatus, if set, is the status FinishOrder finds the row in.
 	rowStatus domain.Status
+	// ref is the order the activities expect (testRef).
+	ref domain.OrderRef
 }
 
 func (s *saga) record(ctx context.Context, name string) {
@@ -84,7 +86,7 @@ func newEnv(t *testing.T, fail map[string]step) (*testsuite.TestWorkflowEnvironm
 	env.RegisterWorkflow(OrderWorkflow)
 	acts := &activities.Activities{}
 	env.RegisterActivity(acts)
-	s := &saga{}
+	s := &saga{ref: testRef}
 	behaviour := func(name string) step {
 		if f, ok2 := fail[name]; ok2 {
 			return f
@@ -94,7 +96,7 @@ func newEnv(t *testing.T, fail map[string]step) (*testsuite.TestWorkflowEnvironm
 	for _, name := range []string{"PlaceOrder", "DeductStock", "RestoreStock", "CreateOrder", "MarkPaid", "ReleaseReservation"} {
 		env.OnActivity(name, mock.Anything, mock.Anything).Return(func(ctx context.Context, ref domain.OrderRef) error {
 			s.record(ctx, name)
-			if ref != testRef {
+			if ref != s.ref {
 				return errors.New("wrong order ref")
 			}
 			err := behaviour(name)(ctx)

@@ -435,14 +435,20 @@ func TestPayWhileTheProviderIsDown(t *testing.T) {
 // Without a provider, and for an order started before VersionPayments
 // with one, pay decides PAID itself, as in version 6: no payment is
 // started and no payment id upserted.
+//
+// So does an order of a sale priced 0: it asks for no money, and a
+// provider refuses a payment of 0. Its history carries the change's
+// marker; one of such an order started before the rule asks the provider.
 func TestPayWithoutAProvider(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		v        workflow.Version
 		provider string
+		free     bool
 	}{
-		{"version 7 without a provider", VersionPayments, ""},
-		{"version 6 with a provider", VersionLocalPay, "fake"},
+		{"version 7 without a provider", VersionPayments, "", false},
+		{"version 6 with a provider", VersionLocalPay, "fake", false},
+		{"version 7, a sale priced 0, with a provider", VersionPayments, "fake", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env, s, prov := newPayEnv(t, nil)
@@ -450,13 +456,37 @@ func TestPayWithoutAProvider(t *testing.T) {
 			env.RegisterDelayedCallback(func() { update(t, env, UpdatePay, wantState(t, domain.StatusPaid)) }, time.Minute)
 			in := payIn
 			in.Provider = tc.provider
+			if tc.free {
+				in.Order.AmountCents, s.ref.AmountCents = 0, 0
+			}
 			if st := run(t, env, in); st.Status != domain.StatusPaid {
 				t.Fatalf("status = %s, want PAID", st.Status)
 			}
 			equal(t, "activities", s.activities, []string{"PlaceOrder (local)", "MarkPaid (local)"})
 			equal(t, "upserts", prov.upserts, []string{"AWAITING_PAYMENT", "PAID"})
+			if len(prov.starts) != 0 {
+				t.Errorf("payments started: %+v, want none", prov.starts)
+			}
 		})
 	}
+	t.Run("a sale priced 0, its order started before the rule", func(t *testing.T) {
+		env, s, prov := newPayEnv(t, nil)
+		s.ref.AmountCents = 0
+		env.OnGetVersion(changeFree, workflow.DefaultVersion, workflow.Version(1)).Return(workflow.DefaultVersion)
+		env.RegisterDelayedCallback(func() {
+			update(t, env, UpdatePay, func(t *testing.T, o outcome) {
+				if o.state.Payment == nil || o.state.Status != domain.StatusAwaitingPayment {
+					t.Errorf("pay outcome = %+v, want a payment at the provider", o)
+				}
+			})
+		}, time.Minute)
+		in := payIn
+		in.Order.AmountCents = 0
+		run(t, env, in)
+		if len(prov.starts) != 1 {
+			t.Errorf("payments started: %+v, want one", prov.starts)
+		}
+	})
 }
 
 // An operator's cancel of the workflow while a payment is pending ends the
