@@ -89,13 +89,18 @@ func TestGeneratedClients(t *testing.T) {
 		"../../openapi/openapi.json", "-o", "generated/seckill.ts")
 	sh(t, ts, nil, filepath.Join(ts, "node_modules", ".bin", "tsc"), "-p", ".")
 
-	// seckill serve and seckill worker, as in production.
+	// seckill serve and seckill worker, as in production, the orders paid
+	// at the built-in provider: the journeys pay on its hosted page.
 	port := testenv.FreePort(t)
+	api := fmt.Sprintf("http://127.0.0.1:%d", port)
 	st := testenv.NewStack(t, secret, testenv.StackOptions{Env: []string{
 		fmt.Sprintf("SECKILL_HTTP_ADDR=127.0.0.1:%d", port),
 		"SECKILL_METRICS_ADDR=127.0.0.1:0",
+		"SECKILL_PAYMENT_PROVIDER=builtin",
+		"SECKILL_BUILTINPAY_SECRET_KEY=contract-pay-secret-key",
+		"SECKILL_BUILTINPAY_WEBHOOK_SECRET=contract-pay-webhook-secret",
+		"SECKILL_BUILTINPAY_URL=" + api + "/pay/",
 	}})
-	api := fmt.Sprintf("http://127.0.0.1:%d", port)
 	serve := testenv.Run(t, "serve", st.Env, "serve")
 	worker := testenv.Run(t, "worker", st.Env, "worker")
 	testenv.WaitHTTP(t, api+"/readyz", 60*time.Second)
@@ -116,9 +121,20 @@ func TestGeneratedClients(t *testing.T) {
 		"ADMIN_TOKEN=" + strings.TrimSpace(st.Seckill(t, "token", "--user", "contract-admin", "--role", "admin")),
 		"BUYER_TOKEN=" + strings.TrimSpace(st.Seckill(t, "token", "--user", "contract-go")),
 	}
-	t.Logf("%s", sh(t, goDir, env, goJourney))
-	env[2] = "BUYER_TOKEN=" + strings.TrimSpace(st.Seckill(t, "token", "--user", "contract-ts"))
-	t.Logf("%s", sh(t, ts, env, node, "build/journey.js"))
+	for _, j := range []struct {
+		lang, dir, user string
+		cmd             []string
+	}{
+		{"go", goDir, "contract-go", []string{goJourney}},
+		{"ts", ts, "contract-ts", []string{node, "build/journey.js"}},
+	} {
+		env[2] = "BUYER_TOKEN=" + strings.TrimSpace(st.Seckill(t, "token", "--user", j.user))
+		out := sh(t, j.dir, env, j.cmd[0], j.cmd[1:]...)
+		t.Logf("%s", out)
+		if !strings.Contains(out, j.lang+" journey: paid order") || !strings.Contains(out, "on the builtin provider's page") {
+			t.Errorf("the %s journey did not pay on the built-in provider's page", j.lang)
+		}
+	}
 
 	if t.Failed() {
 		t.Logf("serve:\n%s\nworker:\n%s", serve.Output(), worker.Output())

@@ -3,8 +3,10 @@
 // openapi-fetch), against a running seckill: an admin creates a sale; a
 // buyer buys (202), buys again (409 ALREADY_PURCHASED with the order's id,
 // read from the typed problem), reads the order until it awaits payment,
-// pays it and lists their orders. Every id it sends is one it read from an
-// answer, passed on as is: the types allow no cast, and none is needed.
+// pays it (on the provider's hosted page when pay answers with one, as the
+// buyer's browser would) and lists their orders. Every id it sends is one
+// it read from an answer, passed on as is: the types allow no cast, and
+// none is needed.
 // It exits 1 at the first answer that is not the documented one.
 //
 //	SECKILL_URL=http://127.0.0.1:8080 ADMIN_TOKEN=... BUYER_TOKEN=... node build/journey.js
@@ -78,7 +80,14 @@ async function journey(deadline: number): Promise<void> {
   const paid = await buyer.POST("/v1/orders/{id}/pay", { params: { path: { id: orderID } } });
   if (!paid.data) fail("pay", paid.response, paid.error);
   order = paid.data;
-  // 202: accepted but not recorded within the server's wait; it will be.
+  // 202 with a payment: the buyer pays at the provider. Without one: the
+  // payment was decided and is not recorded within the server's wait yet.
+  if (paid.response.status === 202 && order.payment) {
+    const pay = order.payment;
+    if (!pay.redirect_url) throw new Error(`pay answered payment ${pay.id} at ${pay.provider} without a page to pay on`);
+    await payOnPage(pay.redirect_url);
+    console.log(`ts journey: paid order ${orderID} on the ${pay.provider} provider's page`);
+  }
   while (paid.response.status === 202 && order.status !== "PAID") {
     if (Date.now() > deadline) throw new Error(`order ${orderID} accepted its payment but never became PAID`);
     await new Promise((resolve) => setTimeout(resolve, 50)); // between reads: the loop's exit is the order's status
@@ -106,3 +115,25 @@ journey(Date.now() + 180_000).then(
     process.exit(1);
   },
 );
+
+// payOnPage pays as the buyer's browser would on the provider's hosted
+// page: read it, then submit its Pay button with the form's token (the page
+// guards its form against cross-site posts). The provider sends the buyer
+// back to the shop (303) and notifies seckill, whose workflow makes the
+// order PAID.
+async function payOnPage(page: string): Promise<void> {
+  const got = await fetch(page, { redirect: "manual" });
+  const token = /name="token" value="([^"]+)"/.exec(await got.text())?.[1];
+  if (got.status !== 200 || !token) throw new Error(`GET ${page}: ${got.status}, no payment form`);
+  const sent = await fetch(page, {
+    method: "POST",
+    redirect: "manual",
+    headers: { "Content-Type": "application/x-www-form-urlencoded" },
+    body: new URLSearchParams({ token: unescapeHTML(token), action: "pay" }).toString(),
+  });
+  if (sent.status !== 303) throw new Error(`submit Pay on ${page}: ${sent.status}, want 303 back to the shop`);
+}
+
+function unescapeHTML(s: string): string {
+  return s.replace(/&#(\d+);/g, (_, n) => String.fromCharCode(Number(n))).replace(/&quot;/g, '"').replace(/&lt;/g, "<").replace(/&gt;/g, ">").replace(/&amp;/g, "&");
+}

@@ -2,9 +2,10 @@
 // (package seckillapi), against a running seckill: an admin creates a
 // sale; a buyer buys (202), buys again (409 ALREADY_PURCHASED with the
 // order's id, read from the typed problem), reads the order until it
-// awaits payment, pays it and lists their orders. Every id it sends is one
-// it read from an answer, passed on as is. It exits 1 at the first answer
-// that is not the documented one.
+// awaits payment, pays it (on the provider's hosted page when pay answers
+// with one, as the buyer's browser would) and lists their orders. Every
+// id it sends is one it read from an answer, passed on as is. It exits 1
+// at the first answer that is not the documented one.
 //
 //	SECKILL_URL=http://127.0.0.1:8080 ADMIN_TOKEN=... BUYER_TOKEN=... go run ./journey
 package main
@@ -12,10 +13,15 @@ package main
 import (
 	"context"
 	"fmt"
+	"html"
+	"io"
 	"log"
 	"net/http"
+	"net/url"
 	"os"
+	"regexp"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/seckill/seckill/api/contract/go/seckillapi"
@@ -142,7 +148,17 @@ func journey(ctx context.Context, base, adminToken, buyerToken string) error {
 	switch {
 	case paid.JSON200 != nil && paid.JSON200.Status == seckillapi.OrderStatusPAID:
 	case paid.JSON202 != nil:
-		// Accepted but not recorded within the server's wait: it will be.
+		// Accepted: the buyer pays at the provider, or the payment was
+		// decided and is not recorded within the server's wait yet.
+		if pay := paid.JSON202.Payment; pay != nil {
+			if pay.RedirectUrl == nil {
+				return fmt.Errorf("pay answered payment %s at %s without a page to pay on (a client secret is for the provider's own client)", pay.Id, pay.Provider)
+			}
+			if err := payOnPage(ctx, *pay.RedirectUrl); err != nil {
+				return fmt.Errorf("pay order %s at %s: %w", orderID, pay.Provider, err)
+			}
+			fmt.Printf("go journey: paid order %s on the %s provider's page\n", orderID, pay.Provider)
+		}
 		for {
 			if err := ctx.Err(); err != nil {
 				return fmt.Errorf("order %s accepted its payment but never became PAID: %w", orderID, err)
@@ -189,4 +205,48 @@ func journey(ctx context.Context, base, adminToken, buyerToken string) error {
 
 func unexpected(what string, status int, body []byte) error {
 	return fmt.Errorf("%s: unexpected answer %d %s", what, status, body)
+}
+
+// tokenField is the hosted page's form token: the page guards its form
+// against cross-site posts, so a buyer pays from the page itself.
+var tokenField = regexp.MustCompile(`name="token" value="([^"]+)"`)
+
+// payOnPage pays as the buyer's browser would on the provider's hosted
+// page: read it, then submit its Pay button with its token. The provider
+// sends the buyer back to the shop (303) and notifies seckill, whose
+// workflow makes the order PAID.
+func payOnPage(ctx context.Context, page string) error {
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, page, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := noRedirect.Do(req)
+	if err != nil {
+		return err
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return err
+	}
+	m := tokenField.FindSubmatch(body)
+	if resp.StatusCode != http.StatusOK || m == nil {
+		return fmt.Errorf("GET %s: %d, no payment form", page, resp.StatusCode)
+	}
+	form := url.Values{"token": {html.UnescapeString(string(m[1]))}, "action": {"pay"}}
+	req, err = http.NewRequestWithContext(ctx, http.MethodPost, page, strings.NewReader(form.Encode()))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err = noRedirect.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther {
+		return fmt.Errorf("submit Pay on %s: %d, want 303 back to the shop", page, resp.StatusCode)
+	}
+	return nil
 }
