@@ -65,6 +65,16 @@ func scratchSale(ctx context.Context, opts *redis.Options, db, units, concurrenc
 	o.DB = db
 	o.PoolSize = concurrency * 2
 	rdb := redis.NewClient(&o)
+	// An empty database only: a scratch sale is listed as a live sale, and
+	// a seckill relay on that database would start orders for its intents
+	// (the bare HTTP limit's buyers are raw tokens, which no order takes).
+	if n, err := rdb.DBSize(ctx).Result(); err != nil || n > 0 {
+		rdb.Close()
+		if err == nil {
+			err = fmt.Errorf("database %d of the Redis at %s holds %d keys: the scratch sales need an empty database that no seckill uses (--ceiling-db)", db, o.Addr, n)
+		}
+		return nil, 0, nil, err
+	}
 	st = stock.New(rdb, redsync.New(goredis.NewPool(rdb)))
 	sale = int64(1<<50 + rand.IntN(1<<20))
 	cleanup = func() {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -115,5 +116,27 @@ func TestBareAPIAnswersLikeTheAPI(t *testing.T) {
 	tg := newTarget(api.URL, 1)
 	if a := tg.purchase(ctx, api.SaleID, "token-of-carol", ""); a.code != wire.CodeSoldOut {
 		t.Fatalf("purchase answered %s, want SOLD_OUT", a.code)
+	}
+}
+
+// The scratch sales of the ceiling and the HTTP limit need an empty
+// database: one in use (a seckill's, whose relay would start orders for
+// the scratch intents) is refused, and left as it was.
+func TestScratchSalesRefuseADatabaseInUse(t *testing.T) {
+	ctx := context.Background()
+	rdb, db := testenv.Redis(t)
+	if err := rdb.Set(ctx, "someone-elses", "1", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	opts := &redis.Options{Addr: testenv.RedisAddr(t)}
+	if _, err := RedisCeiling(opts, db)(ctx, 10, 5, 2); err == nil || !strings.Contains(err.Error(), "--ceiling-db") {
+		t.Errorf("ceiling on a database in use: %v, want refused naming --ceiling-db", err)
+	}
+	if api, err := BareReserveAPI(opts, db)(ctx, 5, 2); err == nil {
+		api.Close()
+		t.Errorf("HTTP limit on a database in use: started, want refused")
+	}
+	if n, err := rdb.DBSize(ctx).Result(); err != nil || n != 1 {
+		t.Errorf("the database holds %d keys (%v), want only its own 1", n, err)
 	}
 }

@@ -25,7 +25,6 @@ import (
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/redis/go-redis/v9"
 	"go.temporal.io/sdk/client"
-	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/seckill/seckill/activities"
 	"github.com/seckill/seckill/api"
@@ -182,7 +181,7 @@ type interleave struct {
 	logs   *logCounter
 
 	workerMu sync.Mutex
-	worker   sdkworker.Worker
+	worker   *worker.Worker
 	restarts int
 
 	reconcileStop chan struct{}

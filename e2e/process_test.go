@@ -50,13 +50,33 @@ func newStackWith(t *testing.T, o testenv.StackOptions) stack {
 	o.Env = append([]string{
 		fmt.Sprintf("SECKILL_HTTP_ADDR=127.0.0.1:%d", port),
 		"SECKILL_METRICS_ADDR=127.0.0.1:0",
+		// Where the worker reaches the built-in provider, for a stack
+		// started with payEnv.
+		fmt.Sprintf("SECKILL_BUILTINPAY_URL=http://127.0.0.1:%d/pay/", port),
 	}, o.Env...)
 	st := testenv.NewStack(t, secret, o)
 	return stack{Stack: st, env: st.Env, api: fmt.Sprintf("http://127.0.0.1:%d", port)}
+}
+
+// payEnv makes a stack's orders pay at the built-in provider, as seckill
+// dev's do: the api serves it under /pay/, the worker calls it there.
+var payEnv = []string{
+	"SECKILL_PAYMENT_PROVIDER=builtin",
+	"SECKILL_BUILTINPAY_SECRET_KEY=e2e-pay-secret-key",
+	"SECKILL_BUILTINPAY_WEBHOOK_SECRET=e2e-pay-webhook-secret",
 }
 
 // seckill runs a one-shot command of the binary against the stack.
 func (s stack) seckill(t *testing.T, args ...string) string {
 	t.Helper()
 	return s.Seckill(t, args...)
+}
+
+// scratchDB leases a Redis database of its own for the scratch sales of a
+// bench's ceiling and HTTP limit (--ceiling-db), so that they never land
+// in a database another test's relay reads.
+func scratchDB(t *testing.T) int {
+	t.Helper()
+	_, db := testenv.Redis(t)
+	return db
 }

@@ -54,7 +54,8 @@ func TestProductionTopology(t *testing.T) {
 
 	const buyers, units = 600, 150
 	cmd := exec.Command(testenv.Binary(t), "bench", "--target", st.api, "--users", fmt.Sprint(buyers), "--stock", fmt.Sprint(units),
-		"--pay", "0.4", "--cancel", "0.2", "--start-delay", "2s", "--wait", "5m", "--engine-workflows", "200", "--json")
+		"--pay", "0.4", "--cancel", "0.2", "--start-delay", "2s", "--wait", "5m", "--engine-workflows", "200",
+		"--ceiling-db", fmt.Sprint(scratchDB(t)), "--json")
 	cmd.Env = append(cmd.Environ(), st.env...)
 	var out strings.Builder
 	cmd.Stdout = &out
