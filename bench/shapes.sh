@@ -155,7 +155,8 @@ summary() {
       "\($f): invariants \(.invariants_ok), admission \(.admission_seconds|.*100|round/100) s, load \(.load_average_before)",
       (.phases[]? | "  \(.name): \(.orders) orders \(if .complete then "" else "(incomplete) " end)\(.orders_per_second|.*10|round/10)/s, cpu \((.cpu_ms_per_order.system // 0)|.*100|round/100) ms/order, load \(.load_average_before)" +
         ([.postgres // {} | to_entries[] | ", \(.key) \(.value.commits_per_order|.*10|round/10) commits \((.value.wal_bytes_per_order/1000)|.*10|round/10) KB"] | join("")) +
-        (if .payment then ", at \(.payment.provider): pay p99 \(.latency.p99_ms) ms, submit p99 \(.payment.submit_latency.p99_ms) ms, capture→PAID p50/p99 \(.payment.capture_to_paid.p50_ms // "–")/\(.payment.capture_to_paid.p99_ms // "–") ms" else "" end))' "$f"
+        (if .payment then ", at \(.payment.provider): pay p99 \(.latency.p99_ms|round) ms, submit p99 \(.payment.submit_latency.p99_ms|round) ms, capture→PAID p50/p99 " +
+          (.payment.capture_to_paid // null | if . then "\(.p50_ms|round)/\(.p99_ms|round) ms" else "–" end) else "" end))' "$f"
   done
 }
 
