@@ -26,7 +26,7 @@ type Options struct {
 	Stock       int     // units on sale
 	Concurrency int     // requests in flight
 	DupRate     float64 // fraction of buyers who send a second request
-	Pay         float64 // fraction of accepted orders to pay
+	Pay         float64 // fraction of accepted orders to pay (at the provider's hosted page where the api pays there: checkout.go)
 	Cancel      float64 // fraction of accepted orders to cancel
 	// Expire lets the orders neither paid nor cancelled expire, and
 	// measures that too; it needs PaymentWindow, the sale's payment
@@ -295,7 +295,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		from := wave
 		from.pg = preWave.pg
 		r.Phases = append(r.Phases, newPhase(PhasePlace, r.orders(), r.AllCreated, from, created, nil, r.cpuUnavailable()))
-		c.lifePhases(ctx, r, o, sale.ID, admin, accepted, begin, deadline)
+		if err := c.lifePhases(ctx, r, o, sale.ID, admin, accepted, begin, deadline); err != nil {
+			return nil, err
+		}
 		// Every 202 by its order id, not only their count: a loss shows
 		// even where another order would make the count come out right.
 		lost, err := VerifyAccepted(ctx, o.Target, o.Signer, won, o.Concurrency)

@@ -33,10 +33,14 @@ type OrderPhase struct {
 	Complete        bool    `json:"complete"`
 	Seconds         float64 `json:"seconds"`
 	OrdersPerSecond float64 `json:"orders_per_second"`
-	// Latency of the buyers' requests (pay and cancel).
-	Latency    *Latency `json:"latency,omitempty"`
-	LoadBefore string   `json:"load_average_before"`
-	LoadAfter  string   `json:"load_average_after"`
+	// Latency of the buyers' requests (pay and cancel): at a payment
+	// provider, the pay's answer with the payment to complete there.
+	Latency *Latency `json:"latency,omitempty"`
+	// Payment is the pay phase's steps at a payment provider; nil where
+	// the pay itself made the order PAID.
+	Payment    *PhasePayment `json:"payment,omitempty"`
+	LoadBefore string        `json:"load_average_before"`
+	LoadAfter  string        `json:"load_average_after"`
 	// CPU is what each component spent in the phase; CPUMsPerOrder the
 	// same per order, by component and "system" (their sum).
 	CPU           *CPUPhase          `json:"cpu,omitempty"`
@@ -46,6 +50,29 @@ type OrderPhase struct {
 	// Note says what to keep in mind reading the phase (e.g. an expiry
 	// that began before the phase before it had ended).
 	Note string `json:"note,omitempty"`
+}
+
+// PhasePayment is a pay phase at a payment provider: the buyers' steps on
+// its hosted page, and how long each capture took to make its order PAID.
+type PhasePayment struct {
+	Provider string `json:"provider"`
+	// Page is the GET of the hosted page; Submit the POST of its Pay form,
+	// up to the provider's redirect back to the shop (the capture done).
+	Page   Latency `json:"page_latency"`
+	Submit Latency `json:"submit_latency"`
+	// CaptureToPaid runs from the Pay form's answer, on the bench's clock,
+	// to the order's paid_at, on the clock of the worker that recorded it:
+	// the provider's notification, the api's signal, the order's workflow
+	// and its row. Orders read PAID after the phase only.
+	CaptureToPaid *Latency `json:"capture_to_paid,omitempty"`
+	// Paid is the orders read PAID after the phase, with their paid_at.
+	Paid int `json:"paid"`
+	// Failed counts the orders not paid, by the step that failed: pay (the
+	// api refused the pay), page, submit, or paid (submitted, not PAID
+	// after the phase); FailedSample is the first failure's error.
+	Failed       map[string]int `json:"failed,omitempty"`
+	FailedSample string         `json:"failed_sample,omitempty"`
+	skewed       int            // orders whose paid_at came before their capture's answer
 }
 
 // PGPhase is what one Postgres database wrote in a phase: its commits
@@ -237,6 +264,32 @@ func phaseTable(b *strings.Builder, row func(k, f string, a ...any), phases []Or
 		}
 		return fmt.Sprintf("%.1f / %.1f", p.Latency.P50, p.Latency.P99)
 	}))
+	if slices.ContainsFunc(phases, func(p OrderPhase) bool { return p.Payment != nil }) {
+		pay := func(f func(p *PhasePayment) string) string {
+			return cols(func(p OrderPhase) string {
+				if p.Payment == nil {
+					return "–"
+				}
+				return f(p.Payment)
+			})
+		}
+		ms := func(l Latency) string { return fmt.Sprintf("%.1f / %.1f", l.P50, l.P99) }
+		row("payment provider", "%s", pay(func(p *PhasePayment) string { return p.Provider }))
+		row("  pay page p50/p99 ms", "%s", pay(func(p *PhasePayment) string { return ms(p.Page) }))
+		row("  pay submit p50/p99 ms", "%s", pay(func(p *PhasePayment) string { return ms(p.Submit) }))
+		row("  capture→PAID p50/p99 ms", "%s", pay(func(p *PhasePayment) string {
+			if p.CaptureToPaid == nil {
+				return "–"
+			}
+			return ms(*p.CaptureToPaid)
+		}))
+		row("  read PAID after", "%s", pay(func(p *PhasePayment) string { return fmt.Sprint(p.Paid) }))
+		for _, p := range phases {
+			if p.Payment != nil && len(p.Payment.Failed) > 0 {
+				row("  not paid: "+p.Name, "%s (first: %s)", outcomes(p.Payment.Failed), p.Payment.FailedSample)
+			}
+		}
+	}
 	row("load average before", "%s", cols(func(p OrderPhase) string { return p.LoadBefore }))
 	components := map[string]bool{}
 	databases := map[string]bool{}

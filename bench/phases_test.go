@@ -88,3 +88,21 @@ func TestTableNamesTheSale(t *testing.T) {
 		t.Errorf("an incomplete saga is not said so:\n%s", out)
 	}
 }
+
+// A pay phase at a provider shows, beside the pay's own times, the hosted
+// page's, the submit's and capture to PAID, and what was not paid.
+func TestPhaseTableShowsThePayment(t *testing.T) {
+	pay := OrderPhase{Name: PhasePay, Orders: 10, Latency: &Latency{P50: 5, P99: 9}, Payment: &PhasePayment{
+		Provider: "builtin", Page: Latency{P50: 1, P99: 2}, Submit: Latency{P50: 3, P99: 4},
+		CaptureToPaid: &Latency{P50: 120, P99: 340}, Paid: 9, Failed: map[string]int{"submit": 1}, FailedSample: "submit: HTTP 409"}}
+	var b strings.Builder
+	row := func(k, f string, a ...any) { b.WriteString(k + " " + strings.TrimSpace(fmt.Sprintf(f, a...)) + "\n") }
+	phaseTable(&b, row, []OrderPhase{{Name: PhasePlace, Orders: 10}, pay})
+	out := strings.Join(strings.Fields(b.String()), " ") // the columns' padding aside
+	for _, want := range []string{"payment provider – builtin", "pay page p50/p99 ms – 1.0 / 2.0", "pay submit p50/p99 ms – 3.0 / 4.0",
+		"capture→PAID p50/p99 ms – 120.0 / 340.0", "read PAID after – 9", "not paid: pay submit 1 (first: submit: HTTP 409)", "5.0 / 9.0"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the table lacks %q:\n%s", want, b.String())
+		}
+	}
+}

@@ -21,6 +21,15 @@
 # life. Each run's JSON goes to OUT (pairs: OUTDIR/<i>-<old|new>.json);
 # `bench/shapes.sh summary OUTDIR` prints the pairs side by side.
 #
+# Orders pay at the built-in payment provider (the api's /pay/), as a buyer
+# pays: the bench's --pay loads each payment's hosted page and submits its
+# Pay form, and an order is PAID when the provider's notification reaches
+# its workflow. PAYMENT_PROVIDER=none measures the pay that decides PAID by
+# itself (the only way builds before the provider pay). It goes to every
+# process as SECKILL_PAYMENT_PROVIDER, which those older builds ignore: a
+# pair of an older build against a newer one then pays two ways, and the
+# pay phase's JSON says which (phases[].payment, absent for none).
+#
 # TEMPORAL_ARGS are more flags of the topology's `seckill temporal`
 # processes (e.g. "--visibility-indexes trimmed"); in pairs, OLD_TEMPORAL_ARGS
 # and NEW_TEMPORAL_ARGS are each side's, so that one binary can be measured
@@ -35,6 +44,11 @@ set -euo pipefail
 PGURL=${PGURL:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable}
 SECRET=${SECKILL_JWT_SECRET:-shapes-secret-shapes-secret-shapes-secret}
 export SECKILL_JWT_SECRET=$SECRET
+# The built-in provider's secrets, shared by serve and worker (dev would
+# make its own); loopback only, like everything here.
+export SECKILL_PAYMENT_PROVIDER=${PAYMENT_PROVIDER:-builtin}
+export SECKILL_BUILTINPAY_SECRET_KEY=${SECKILL_BUILTINPAY_SECRET_KEY:-shapes-builtinpay-key-shapes-builtinpay-key}
+export SECKILL_BUILTINPAY_WEBHOOK_SECRET=${SECKILL_BUILTINPAY_WEBHOOK_SECRET:-shapes-builtinpay-hook-shapes-builtinpay-hook}
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 db_url() { # db_url NAME: $PGURL with its database replaced
@@ -78,6 +92,8 @@ run() {
   psql_admin "CREATE DATABASE ${dbs[0]}"
   local seckill_db; seckill_db=$(db_url "${dbs[0]}")
   export DATABASE_URL=$seckill_db REDIS_ADDR=127.0.0.1:$redis_port SECKILL_HTTP_ADDR=127.0.0.1:$api_port
+  # The worker reaches the built-in provider at the api (serve's own default).
+  export SECKILL_BUILTINPAY_URL=http://127.0.0.1:$api_port/pay/
   local cpu=(--cpu redis=redis --cpu postgres=comm:postgres) pg=(--pg "seckill=$seckill_db")
   case $shape in
     dev)
@@ -112,7 +128,7 @@ run() {
   # came in, on the api port in builds before it.
   local metrics_url=http://127.0.0.1:$metrics_port/metrics
   curl -fsS -o /dev/null "http://127.0.0.1:$api_port/metrics" 2>/dev/null && metrics_url=http://127.0.0.1:$api_port/metrics
-  log "$shape ready ($bin${TEMPORAL_ARGS:+, temporal $TEMPORAL_ARGS}), bench: $*"
+  log "$shape ready ($bin${TEMPORAL_ARGS:+, temporal $TEMPORAL_ARGS}, payments $SECKILL_PAYMENT_PROVIDER), bench: $*"
   local rc=0
   "$benchbin" bench --target "http://127.0.0.1:$api_port" --metrics-url "$metrics_url" --redis-addr "127.0.0.1:$redis_port" \
     "${cpu[@]}" "${pg[@]}" --json "$@" >"$out" || rc=$?
@@ -138,7 +154,9 @@ summary() {
     jq -r --arg f "$(basename "$f")" '
       "\($f): invariants \(.invariants_ok), admission \(.admission_seconds|.*100|round/100) s, load \(.load_average_before)",
       (.phases[]? | "  \(.name): \(.orders) orders \(if .complete then "" else "(incomplete) " end)\(.orders_per_second|.*10|round/10)/s, cpu \((.cpu_ms_per_order.system // 0)|.*100|round/100) ms/order, load \(.load_average_before)" +
-        ([.postgres // {} | to_entries[] | ", \(.key) \(.value.commits_per_order|.*10|round/10) commits \((.value.wal_bytes_per_order/1000)|.*10|round/10) KB"] | join("")))' "$f"
+        ([.postgres // {} | to_entries[] | ", \(.key) \(.value.commits_per_order|.*10|round/10) commits \((.value.wal_bytes_per_order/1000)|.*10|round/10) KB"] | join("")) +
+        (if .payment then ", at \(.payment.provider): pay p99 \(.latency.p99_ms|round) ms, submit p99 \(.payment.submit_latency.p99_ms|round) ms, capture→PAID p50/p99 " +
+          (.payment.capture_to_paid // null | if . then "\(.p50_ms|round)/\(.p99_ms|round) ms" else "–" end) else "" end))' "$f"
   done
 }
 
@@ -147,5 +165,5 @@ case $cmd in
   run) run "$@" ;;
   pairs) pairs "$@" ;;
   summary) summary "$@" ;;
-  *) sed -n '2,32p' "$0"; exit 2 ;;
+  *) sed -n '2,41p' "$0"; exit 2 ;;
 esac

@@ -70,6 +70,10 @@ type target struct {
 	metrics string // the api's /metrics URL; "" = unknown
 	http    *http.Client
 	api     *client.Client // anonymous: WithToken for each buyer
+	// pages is a buyer's browser at a payment provider's hosted pages (on
+	// the same connections): it stops at a redirect, the way back to the
+	// shop being no part of the payment.
+	pages *http.Client
 }
 
 // newTarget returns a client of the api at base with connections enough
@@ -79,7 +83,9 @@ func newTarget(base string, concurrency int) *target {
 		Timeout:   30 * time.Second,
 		Transport: &http.Transport{MaxIdleConns: concurrency * 2, MaxIdleConnsPerHost: concurrency * 2, IdleConnTimeout: time.Minute},
 	}
-	return &target{base: strings.TrimRight(base, "/"), http: hc, api: client.New(base, "", hc)}
+	pages := &http.Client{Timeout: hc.Timeout, Transport: hc.Transport,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	return &target{base: strings.TrimRight(base, "/"), http: hc, api: client.New(base, "", hc), pages: pages}
 }
 
 // answer is what one purchase was told: its outcome's name (ACCEPTED, an

@@ -277,3 +277,60 @@ func metric(t *testing.T, text, series string) float64 {
 	t.Fatalf("/metrics has no series %s", series)
 	return 0
 }
+
+// `seckill bench --pay` against `seckill dev` taking payments at the
+// built-in provider: each pay answers with the provider's hosted page, the
+// bench pays there as a buyer's browser does (the page, then its Pay form
+// with the page's token), and counts an order paid once the provider's
+// notification has made it PAID; the pay phase reports each step's times.
+func TestBenchPaysAtBuiltinProvider(t *testing.T) {
+	_, db := testenv.Redis(t)
+	redisURL := testenv.RedisURL(testenv.RedisAddr(t), db)
+	port := testenv.FreePort(t)
+	api := fmt.Sprintf("http://127.0.0.1:%d", port)
+	dev := run(t, "dev", []string{"SECKILL_JWT_SECRET=" + secret, "DATABASE_URL=" + testenv.DatabaseURL(t), "REDIS_ADDR=" + redisURL},
+		"dev", "--memory", "--seed-stock=0", "--http-addr", fmt.Sprintf("127.0.0.1:%d", port), "--temporal-port=0", "--ui-port=-1",
+		"--metrics-addr=127.0.0.1:0", "--payment-provider", "builtin")
+	waitReady(t, api+"/readyz", 60*time.Second)
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if !strings.Contains(dev.Stdout(), "Metrics ") {
+			return fmt.Errorf("dev has not printed its addresses yet")
+		}
+		return nil
+	})
+	metricsURL := regexp.MustCompile(`Metrics\s+(\S+)`).FindStringSubmatch(dev.Stdout())[1]
+
+	const buyers, units = 12, 6
+	cmd := exec.Command(testenv.Binary(t), "bench", "--target", api, "--metrics-url", metricsURL, "--users", fmt.Sprint(buyers),
+		"--stock", fmt.Sprint(units), "--pay", "1", "--start-delay", "1s", "--wait", "45s", "--engine-workflows", "0", "--json")
+	cmd.Env = append(cmd.Environ(), "SECKILL_JWT_SECRET="+secret)
+	out, err := cmd.Output()
+	var r bench.Result
+	if jerr := json.Unmarshal(out, &r); jerr != nil || err != nil || !r.InvariantsOK || !r.AllCreated {
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("bench: %v / %v %v\n%s\n%s", err, jerr, r.Violations, out, stderr)
+	}
+	if r.Paid != units || r.Stats.Orders["PAID"] != units {
+		t.Fatalf("the bench counted %d paid, the sale has %d PAID orders; want %d of each", r.Paid, r.Stats.Orders["PAID"], units)
+	}
+	if len(r.Phases) != 2 || r.Phases[1].Name != bench.PhasePay {
+		t.Fatalf("phases %+v, want place and pay", r.Phases)
+	}
+	p := r.Phases[1]
+	pay := p.Payment
+	if pay == nil {
+		t.Fatalf("the pay phase %+v reports no payment at the provider", p)
+	}
+	if !p.Complete || p.Orders != units || p.OrdersPerSecond <= 0 || p.Latency == nil || p.Latency.P99 <= 0 {
+		t.Errorf("pay phase %+v, want %d orders, complete, with the pay's latency", p, units)
+	}
+	if pay.Provider != "builtin" || pay.Paid != units || len(pay.Failed) != 0 || pay.Page.P99 <= 0 || pay.Submit.P99 <= 0 ||
+		pay.CaptureToPaid == nil || pay.CaptureToPaid.P50 <= 0 || pay.CaptureToPaid.P99 < pay.CaptureToPaid.P50 || p.Note != "" {
+		t.Errorf("payment %+v (capture to PAID %+v), note %q", pay, pay.CaptureToPaid, p.Note)
+	}
+	t.Logf("pay phase: %.1f orders/s; pay p99 %.1f ms, page p99 %.1f ms, submit p99 %.1f ms, capture→PAID p50 %.1f / p99 %.1f ms",
+		p.OrdersPerSecond, p.Latency.P99, pay.Page.P99, pay.Submit.P99, pay.CaptureToPaid.P50, pay.CaptureToPaid.P99)
+}

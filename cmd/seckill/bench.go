@@ -24,7 +24,7 @@ type BenchCmd struct {
 	Stock       int           `name:"stock" default:"20000" help:"Units on sale."`
 	Concurrency int           `name:"concurrency" default:"64" help:"Requests in flight."`
 	DupRate     float64       `name:"dup-rate" default:"0" help:"Fraction of buyers who send a second request."`
-	Pay         float64       `name:"pay" default:"0" help:"Fraction of accepted orders to pay."`
+	Pay         float64       `name:"pay" default:"0" help:"Fraction of accepted orders to pay. Where the api takes payments at a provider, each is paid as a buyer does: its hosted page loaded and its Pay form submitted (builtin; a stripe client_secret stops the run with an error)."`
 	Cancel      float64       `name:"cancel" default:"0" help:"Fraction of accepted orders to cancel."`
 	Expire      bool          `name:"expire" help:"Let the orders neither paid nor cancelled expire, and measure that phase too (needs --payment-window)."`
 	PayWindow   time.Duration `name:"payment-window" help:"The sale's payment timeout (10s to 24h; default: the deployment's). With --expire, longer than placing, paying and cancelling take, so the phases do not overlap."`
