@@ -52,6 +52,9 @@ type RefundInput struct {
 	Provider  string
 	PaymentID string
 	Reason    string
+	// Class is the reason's class in seckill_payments_refunded_late_total
+	// (RefundLate, ...); "" counts nothing there.
+	Class string `json:",omitempty"`
 }
 
 // PaidInput records an order paid by a payment at a provider.
@@ -104,6 +107,7 @@ func (a *Activities) startPayment(ctx context.Context, in StartPaymentInput) (pa
 	if err != nil {
 		return payment.Payment{}, paymentError(fmt.Errorf("start payment %d of order %d: %w", in.Attempt, in.Ref.OrderID, err))
 	}
+	a.Metrics.paymentStarted()
 	activity.GetLogger(ctx).Info("payment started", "order_id", in.Ref.OrderID, "sale_id", in.Ref.SaleID, "user_id", in.Ref.UserID,
 		"provider", prov.Name(), "payment_id", p.ID, "attempt", in.Attempt)
 	return p, nil
@@ -152,10 +156,19 @@ func (a *Activities) refundPayment(ctx context.Context, in RefundInput) (payment
 		return payment.Refund{}, paymentError(fmt.Errorf("refund payment %s of order %d: %w", in.PaymentID, in.Ref.OrderID, err))
 	}
 	recorded, err := a.Store.RecordRefund(ctx, in.Ref.OrderID, prov.Name(), in.PaymentID, r.ID, in.Reason)
-	if err != nil {
+	switch {
+	case errors.Is(err, domain.ErrNotFound):
+		// A capture of an order the database does not know (the
+		// reconciliation found it): refunded, with no row to record it on.
+		a.Metrics.refunded(in.Class)
+		activity.GetLogger(ctx).Warn("payment of an unknown order refunded", "order_id", in.Ref.OrderID,
+			"provider", prov.Name(), "payment_id", in.PaymentID, "refund_id", r.ID, "reason", in.Reason)
+		return r, nil
+	case err != nil:
 		// The refund stands at the provider; its retry finds it by key.
 		return payment.Refund{}, classify(err)
 	}
+	a.Metrics.refunded(in.Class)
 	if recorded {
 		activity.GetLogger(ctx).Info("payment refunded", "order_id", in.Ref.OrderID, "sale_id", in.Ref.SaleID, "user_id", in.Ref.UserID,
 			"provider", prov.Name(), "payment_id", in.PaymentID, "refund_id", r.ID, "reason", in.Reason)
@@ -173,6 +186,7 @@ func (a *Activities) MarkPaidWith(ctx context.Context, in PaidInput) error {
 	a.Metrics.observe("MarkPaid", start, err)
 	if err == nil {
 		a.Metrics.entered(domain.StatusPaid)
+		a.Metrics.paymentCaptured()
 	}
 	return err
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/go-redsync/redsync/v4"
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/gorilla/websocket"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/client"
@@ -55,8 +56,9 @@ type system struct {
 	stopAPI  func() // stops the api serving url (once), as a crash of its process would
 	// payService is the built-in payment service (options.builtinPay), payments
 	// the adapters of the api and the worker.
-	payService *builtin.Service
-	payments   map[string]payment.Provider
+	payService  *builtin.Service
+	payments    map[string]payment.Provider
+	sagaMetrics *activities.Metrics // the worker's (options.metrics)
 }
 
 type options struct {
@@ -68,6 +70,9 @@ type options struct {
 	// builtinPay: orders pay at the built-in provider, served by the api
 	// under /pay/ with its test controls on.
 	builtinPay bool
+	// metrics: the worker's saga series and its workflows' counters
+	// (worker.MetricsHandler) are registered there, as in seckill worker.
+	metrics *prometheus.Registry
 }
 
 // The built-in provider's secrets in the tests.
@@ -114,6 +119,15 @@ func start(t *testing.T, o options) *system {
 		s.startBuiltinPay()
 		o.cfg.PaymentProvider = builtin.Name
 		o.cfg.PayReturnURL = s.url + "/"
+	}
+	if o.metrics != nil {
+		tc, err := client.NewLazyClient(client.Options{HostPort: s.temporal.Address(),
+			MetricsHandler: worker.MetricsHandler(nil, o.metrics)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(tc.Close)
+		s.tc, s.sagaMetrics = tc, activities.NewMetrics(o.metrics)
 	}
 	if !o.temporalDown {
 		s.startWorker()
@@ -184,7 +198,8 @@ func admissionOnlyOn(tb testing.TB, cfg api.Config, db *store.Store) (*api.Serve
 // startWorker runs the order saga worker (it needs Temporal up to start).
 func (s *system) startWorker() {
 	s.t.Helper()
-	w := worker.New(s.tc, &activities.Activities{Store: s.store, Stock: s.stock, Events: push.NewPublisher(s.redis), Payments: s.payments},
+	w := worker.New(s.tc, &activities.Activities{Store: s.store, Stock: s.stock, Events: push.NewPublisher(s.redis), Payments: s.payments,
+		Metrics: s.sagaMetrics},
 		worker.Options{Tracing: s.tracing})
 	if err := w.Start(); err != nil {
 		s.t.Fatal(err)

@@ -65,7 +65,7 @@ func TestAlertRulesFireOnTheirSeries(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"SeckillRedisUnacknowledgedWrites", "SeckillAcceptedPurchasesLost"} {
+	for _, want := range []string{"SeckillRedisUnacknowledgedWrites", "SeckillAcceptedPurchasesLost", "SeckillPaymentsRefundedLate"} {
 		if !slices.Contains(alerts, want) {
 			t.Errorf("no alert %s in deploy/prometheus/alerts.yml", want)
 		}

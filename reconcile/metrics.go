@@ -9,8 +9,9 @@ import (
 // repairKinds are the kind labels of seckill_reconciler_repairs_total.
 var repairKinds = []string{"rebuilt", "buyer_restored", "stale_released", "remaining_fixed"}
 
-// WithMetrics registers the reconciler's series on reg and sets OnRepair
-// and OnRetire to count repairs by kind and retired sales.
+// WithMetrics registers the reconciler's series on reg and sets OnRepair,
+// OnRetire, OnStranded and OnPaymentFind to count repairs by kind, retired
+// sales, stranded orders ended and captures found no order kept.
 func (rc *Reconciler) WithMetrics(reg prometheus.Registerer) *Reconciler {
 	repairs := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "seckill_reconciler_repairs_total",
@@ -32,7 +33,11 @@ func (rc *Reconciler) WithMetrics(reg prometheus.Registerer) *Reconciler {
 		Name: "seckill_reconciler_recovered_admissions_total",
 		Help: "Lost admissions (counted in seckill_reconciler_lost_admissions_total) the reconciler admitted again under their order ids, so their orders are placed after all.",
 	})
-	reg.MustRegister(repairs, retired, stranded, lost, recovered)
+	finds := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "seckill_reconciler_payment_finds_total",
+		Help: "Captures at a payment provider that no order kept, found by the reconciliation of the provider's records and handed to their PaymentSettleWorkflow to be refunded, by kind: unknown_order (no such order) or not_kept (the order ended without it). Each is a notification lost on the way.",
+	}, []string{"kind"})
+	reg.MustRegister(repairs, retired, stranded, lost, recovered, finds)
 	// Every kind is exported from the start, at zero, so a first repair is
 	// an increase an alert sees, not a series appearing out of nowhere.
 	for _, kind := range repairKinds {
@@ -53,7 +58,11 @@ func (rc *Reconciler) WithMetrics(reg prometheus.Registerer) *Reconciler {
 		lost.Add(float64(r.LostAdmissions))
 		recovered.Add(float64(len(r.Recovered)))
 	}
+	for _, kind := range findKinds {
+		finds.WithLabelValues(kind)
+	}
 	rc.OnRetire = func(int64) { retired.Inc() }
+	rc.OnPaymentFind = func(f Find) { finds.WithLabelValues(f.Kind).Inc() }
 	rc.OnStranded = func(e Ending) { stranded.WithLabelValues(string(e.Status)).Inc() }
 	return rc
 }

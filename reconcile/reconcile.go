@@ -25,6 +25,7 @@ import (
 	"github.com/seckill/seckill/fault"
 	"github.com/seckill/seckill/orderid"
 	"github.com/seckill/seckill/orders"
+	"github.com/seckill/seckill/payment"
 	"github.com/seckill/seckill/push"
 	"github.com/seckill/seckill/redisack"
 	"github.com/seckill/seckill/stock"
@@ -112,6 +113,32 @@ type Reconciler struct {
 	// once, for seckill dev, whose in-process Redis dies with its only
 	// relay.
 	LostAfter time.Duration
+
+	// Providers are the payment providers, by name, whose records
+	// Payments reconciles against the orders; none: no such pass.
+	Providers map[string]payment.Provider
+	// PaymentInterval is how often Run reconciles the providers' records,
+	// once for the deployment however many reconcilers run. Default
+	// DefaultPaymentInterval; negative: never.
+	PaymentInterval time.Duration
+	// SettleMargin is how old a capture must be before the reconciliation
+	// hands it to its PaymentSettleWorkflow. Default DefaultSettleMargin.
+	SettleMargin time.Duration
+	// PaymentLookback is how long after its end a sale's captures are
+	// still reconciled. Default DefaultPaymentLookback.
+	PaymentLookback time.Duration
+	// SettlesPerPass bounds the settle workflows a pass starts. Default
+	// DefaultSettlesPerPass.
+	SettlesPerPass int
+	// OnPaymentFind, if set, is told of every capture handed to its
+	// settle workflow.
+	OnPaymentFind func(Find)
+
+	// settled holds the captures (provider/id) whose settle workflow the
+	// last pass found started: the next pass asks Temporal about none of
+	// them again. Rebuilt by every pass, so it holds at most a listing.
+	settledMu sync.Mutex
+	settled   map[string]bool
 
 	// remembered is, by sale, the order ids without a row that a pass of
 	// this reconciler has recorded: a later pass records only the new ones.
@@ -597,6 +624,13 @@ func (rc *Reconciler) Run(ctx context.Context, interval time.Duration) error {
 		}
 		if _, err := rc.Retire(ctx); err != nil && ctx.Err() == nil {
 			rc.logger().Warn("retire sales", "err", err)
+		}
+		if rc.paymentsDue(ctx) {
+			reps, err := rc.Payments(ctx)
+			rc.logPayments(reps)
+			if err != nil && ctx.Err() == nil {
+				rc.logger().Warn("reconcile payments", "err", err)
+			}
 		}
 		select {
 		case <-ctx.Done():

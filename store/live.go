@@ -37,6 +37,25 @@ func (s *Store) OrdersWritten(ctx context.Context, ids []int64) (map[int64]bool,
 	return out, nil
 }
 
+// OrdersByID returns the orders of ids that exist, in one query per
+// thousand ids: what the reconciliation of a provider's captures compares
+// them with.
+func (s *Store) OrdersByID(ctx context.Context, ids []int64) (map[int64]*ent.Order, error) {
+	out := make(map[int64]*ent.Order, len(ids))
+	for len(ids) > 0 {
+		batch := ids[:min(len(ids), 1000)]
+		ids = ids[len(batch):]
+		found, err := s.db.Order.Query().Where(order.IDIn(batch...)).All(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("orders by id: %w", err)
+		}
+		for _, o := range found {
+			out[o.ID] = o
+		}
+	}
+	return out, nil
+}
+
 // SalesByID returns the sales of ids that exist, in one query.
 func (s *Store) SalesByID(ctx context.Context, ids []int64) (map[int64]*ent.Sale, error) {
 	out := make(map[int64]*ent.Sale, len(ids))

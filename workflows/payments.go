@@ -30,6 +30,13 @@ const SignalPayment = "payment"
 // provider fails it with activities.ErrTypePaymentRejected.
 const ErrTypePaymentUnavailable = "PaymentUnavailable"
 
+// MetricPaymentsDeclined is the counter an order's workflow counts a
+// declined payment attempt on, through workflow.GetMetricsHandler; the
+// worker's metrics handler exports it as a Prometheus counter of that
+// name (worker.MetricsHandler). A decline runs no activity, so only the
+// workflow knows of it.
+const MetricPaymentsDeclined = "seckill_payments_declined_total"
+
 // DefaultPaymentGrace is how long, past the deadline, an order holds its
 // unit while its provider cannot be reached to cancel a pending payment.
 const DefaultPaymentGrace = 2 * time.Minute
@@ -225,6 +232,12 @@ func (o *order) onPayment(ctx workflow.Context, ev PaymentEvent) {
 			(at.p.State == payment.Captured && state != payment.Refunded) {
 			return
 		}
+		if state == payment.Declined && at.p.State != payment.Declined && at.n > 0 {
+			// Counted through the SDK's handler, which counts nothing
+			// while a history is replayed: once per decline the order
+			// acts on.
+			workflow.GetMetricsHandler(ctx).Counter(MetricPaymentsDeclined).Inc(1)
+		}
 		at.p.State = state
 		if !read {
 			at.at = ev.At
@@ -252,9 +265,9 @@ func (o *order) onCapture(ctx workflow.Context, at *attempt, pay payment.Payment
 	want := payment.Money{Minor: o.ref.AmountCents, Currency: at.p.Amount.Currency}
 	switch {
 	case at.n == 0:
-		o.refund(pay, "a payment this order did not start")
+		o.refund(pay, activities.RefundNotStarted, "a payment this order did not start")
 	case pay.Captured != want || want.Currency == "":
-		o.refund(pay, fmt.Sprintf("captured %s, the order's amount is %s", pay.Captured, want))
+		o.refund(pay, activities.RefundWrongAmount, fmt.Sprintf("captured %s, the order's amount is %s", pay.Captured, want))
 	case o.decided == "" && o.state.Status == domain.StatusAwaitingPayment:
 		// The decision, taken once against cancel and the timer; a Reset
 		// re-delivers the signal, so it counts as an update's.
@@ -263,9 +276,9 @@ func (o *order) onCapture(ctx workflow.Context, at *attempt, pay payment.Payment
 		o.choose(domain.StatusPaid, "")
 		o.decisions.SendAsync(true)
 	case o.decided == domain.StatusPaid && p.paidBy != nil:
-		o.refund(pay, "a second capture: the order was paid by payment "+p.paidBy.p.ID)
+		o.refund(pay, activities.RefundSecondCapture, "a second capture: the order was paid by payment "+p.paidBy.p.ID)
 	default:
-		o.refund(pay, "captured after the order ended "+string(o.ending()))
+		o.refund(pay, activities.RefundLate, "captured after the order ended "+string(o.ending()))
 	}
 }
 
@@ -280,8 +293,9 @@ func (o *order) ending() domain.Status {
 // refund gives a capture the order does not keep back to the buyer, on
 // its own coroutine (the caller does not wait) and a context no
 // cancellation ends, and tells the buyer. RefundPayment retries until the
-// provider takes it; its key makes it one refund per payment.
-func (o *order) refund(pay payment.Payment, reason string) {
+// provider takes it; its key makes it one refund per payment. class is
+// the reason's class (activities.RefundLate, ...).
+func (o *order) refund(pay payment.Payment, class, reason string) {
 	p := o.provider
 	p.refunding++
 	workflow.Go(p.ctx, func(ctx workflow.Context) {
@@ -289,7 +303,7 @@ func (o *order) refund(pay payment.Payment, reason string) {
 		logger := workflow.GetLogger(ctx)
 		logger.Warn("refunding a capture the order does not keep", "order_id", o.ref.OrderID, "payment_id", pay.ID, "reason", reason)
 		rctx := workflow.WithActivityOptions(ctx, refundOptions)
-		in := activities.RefundInput{Ref: o.ref, Provider: p.name, PaymentID: pay.ID, Reason: reason}
+		in := activities.RefundInput{Ref: o.ref, Provider: p.name, PaymentID: pay.ID, Reason: reason, Class: class}
 		if err := workflow.ExecuteActivity(rctx, a.RefundPayment, in).Get(ctx, nil); err != nil {
 			// Refused by the provider: a retry would not change it. The
 			// reconciliation of the provider's records finds the capture.

@@ -23,37 +23,53 @@ func SettleWorkflowID(provider, paymentID string) string {
 	return "payment-" + provider + "-" + paymentID
 }
 
+// SettleUnknownOrder is the change id (workflow.GetVersion) of the refund
+// of a capture whose order the database does not know: before it (version
+// DefaultVersion) PaymentSettleWorkflow did nothing with one.
+const SettleUnknownOrder = "settle-unknown-order"
+
 // Settlement is what a PaymentSettleWorkflow did.
 type Settlement string
 
 const (
 	// SettleKept: the order is PAID by this payment; nothing to do.
 	SettleKept Settlement = "kept"
-	// SettleRefunded: the capture was refunded (and recorded on the row).
+	// SettleRefunded: the capture was refunded (and recorded on the row,
+	// if its order has one).
 	SettleRefunded Settlement = "refunded"
 	// SettleRecorded: a refund the provider reported was recorded.
 	SettleRecorded Settlement = "recorded"
 	// SettleNothing: nothing to do (a refund recorded already, a payment
-	// neither captured nor refunded, an unknown order).
+	// neither captured nor refunded, a refund of an unknown order, a
+	// refund the provider refused).
 	SettleNothing Settlement = "nothing"
 )
 
 // PaymentSettleWorkflow settles a payment event that arrived after its
 // order's workflow had closed (the api starts it when the order's workflow
-// refuses the signal; docs/design.md §4.10): the durable refund of money
-// that came too late. A capture the order's row does not say paid it is
-// refunded (RefundPayment: once at the provider by its key, recorded on the
-// row) and the buyer told; a refund the provider reports is recorded on the
-// row if the row has none.
+// refuses the signal), or a capture the reconciliation of the provider's
+// records found no order kept (reconcile.Reconciler.Payments;
+// docs/design.md §4.10): the durable refund of money that came too late.
+// A capture the order's row does not say paid it is refunded
+// (RefundPayment: once at the provider by its key, recorded on the row)
+// and the buyer told, and so is a capture of an order the database does
+// not know (no row, no buyer); a refund the provider reports is recorded
+// on the row if the row has none.
 func PaymentSettleWorkflow(ctx workflow.Context, ev PaymentEvent) (Settlement, error) {
 	logger := workflow.GetLogger(ctx)
 	rctx := workflow.WithActivityOptions(ctx, compensationOptions)
 	var row activities.OrderPayment
 	if err := workflow.ExecuteActivity(rctx, a.ReadOrderPayment, ev.Payment.OrderID).Get(ctx, &row); err != nil {
-		// An order the database does not know: the reconciliation of the
-		// provider's records finds the capture.
-		logger.Error("payment of an unknown order", "order_id", ev.Payment.OrderID, "payment_id", ev.Payment.ID, "err", err)
-		return SettleNothing, nil
+		// An order the database does not know (ReadOrderPayment retries
+		// anything else). Its capture is no order's money: refunded, once
+		// (the workflow's id is the payment's), whether the notification
+		// or the reconciliation of the provider's records brought it here.
+		if ev.Payment.State != payment.Captured ||
+			workflow.GetVersion(ctx, SettleUnknownOrder, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+			logger.Error("payment of an unknown order", "order_id", ev.Payment.OrderID, "payment_id", ev.Payment.ID, "err", err)
+			return SettleNothing, nil
+		}
+		return refundUnknown(ctx, ev)
 	}
 	switch {
 	case ev.Refund != nil || ev.Payment.State == payment.Refunded:
@@ -77,16 +93,16 @@ func PaymentSettleWorkflow(ctx workflow.Context, ev PaymentEvent) (Settlement, e
 	case row.Status == domain.StatusPaid && row.PaymentID == ev.Payment.ID:
 		return SettleKept, nil
 	}
-	reason := "late: the order had ended " + string(row.Status)
+	reason, class := "late: the order had ended "+string(row.Status), activities.RefundLate
 	switch {
 	case row.Status == domain.StatusPaid && row.PaymentID != "":
-		reason = "a second capture: the order was paid by payment " + row.PaymentID
+		reason, class = "a second capture: the order was paid by payment "+row.PaymentID, activities.RefundSecondCapture
 	case !row.Status.Final():
 		reason = fmt.Sprintf("late: the order's workflow had closed (the order is %s)", row.Status)
 	}
 	logger.Warn("refunding a capture that came after the order's workflow closed", "order_id", row.Ref.OrderID,
 		"payment_id", ev.Payment.ID, "reason", reason)
-	in := activities.RefundInput{Ref: row.Ref, Provider: ev.Provider, PaymentID: ev.Payment.ID, Reason: reason}
+	in := activities.RefundInput{Ref: row.Ref, Provider: ev.Provider, PaymentID: ev.Payment.ID, Reason: reason, Class: class}
 	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, refundOptions), a.RefundPayment, in).Get(ctx, nil); err != nil {
 		var app *temporal.ApplicationError
 		if errors.As(err, &app) && app.Type() == activities.ErrTypePaymentRejected {
@@ -100,6 +116,29 @@ func PaymentSettleWorkflow(ctx workflow.Context, ev PaymentEvent) (Settlement, e
 		RefundedPayment: ev.Payment.ID}
 	if err := workflow.ExecuteLocalActivity(nctx, notify, note).Get(ctx, nil); err != nil {
 		logger.Warn("notify buyer of a refund", "order_id", row.Ref.OrderID, "payment_id", ev.Payment.ID, "err", err)
+	}
+	return SettleRefunded, nil
+}
+
+// refundUnknown refunds a capture naming an order the database does not
+// know: made at the provider under an order id seckill never wrote (the
+// provider's account used by something else with seckill's metadata, a
+// database restored from before the order). No buyer to tell: the
+// provider's refund is the record.
+func refundUnknown(ctx workflow.Context, ev PaymentEvent) (Settlement, error) {
+	logger := workflow.GetLogger(ctx)
+	reason := fmt.Sprintf("no such order: the capture names order %d, which seckill does not know", ev.Payment.OrderID)
+	logger.Warn("refunding a capture of an unknown order", "order_id", ev.Payment.OrderID, "payment_id", ev.Payment.ID,
+		"provider", ev.Provider)
+	in := activities.RefundInput{Ref: domain.OrderRef{OrderID: ev.Payment.OrderID}, Provider: ev.Provider, PaymentID: ev.Payment.ID,
+		Reason: reason, Class: activities.RefundUnknownOrder}
+	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, refundOptions), a.RefundPayment, in).Get(ctx, nil); err != nil {
+		var app *temporal.ApplicationError
+		if errors.As(err, &app) && app.Type() == activities.ErrTypePaymentRejected {
+			logger.Error("refund refused by the payment provider", "order_id", ev.Payment.OrderID, "payment_id", ev.Payment.ID, "err", err)
+			return SettleNothing, nil
+		}
+		return SettleNothing, err
 	}
 	return SettleRefunded, nil
 }

@@ -49,6 +49,7 @@ type DevCmd struct {
 	SeedStock         int           `name:"seed-stock" env:"SECKILL_SEED_STOCK" default:"100" help:"Units of the demo sale seeded at start (0 = no demo sale)."`
 	ReconcileInterval time.Duration `name:"reconcile-interval" env:"SECKILL_RECONCILE_INTERVAL" default:"30s" help:"How often dev repairs Redis/Postgres drift of live sales and remembers the purchases admitted since (0 = never)."`
 	Verbose           bool          `name:"verbose" env:"SECKILL_VERBOSE" help:"Log the embedded Temporal server at info level instead of warn."`
+	PaymentReconcileFlags
 }
 
 func (c *DevCmd) Run(ctx context.Context) error {
@@ -88,6 +89,9 @@ func (c *DevCmd) Run(ctx context.Context) error {
 		return err
 	}
 	if err := c.PaymentFlags.check(); err != nil {
+		return err
+	}
+	if err := c.PaymentReconcileFlags.check(c.PaymentGrace); err != nil {
 		return err
 	}
 
@@ -196,7 +200,7 @@ func (c *DevCmd) Run(ctx context.Context) error {
 	if c.RedisAddr == "" {
 		lostAfter = -1
 	}
-	runReconciler(ctx, d, c.ReconcileInterval, 24*time.Hour, lostAfter)
+	runReconciler(ctx, d, c.ReconcileInterval, 24*time.Hour, lostAfter, reconcilePayments{pay.providers, c.PaymentReconcileFlags})
 
 	if !devTokens {
 		slog.Warn("seckill dev listens beyond loopback: anyone who reaches it can use its demo sale and the Temporal UI's links; POST /v1/dev/token, which mints tokens for anyone, is off (use the tokens printed below or `seckill token`)",

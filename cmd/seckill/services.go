@@ -275,7 +275,7 @@ func (s Services) connect(ctx context.Context, needTemporal bool, tp trace.Trace
 			HostPort:       s.TemporalAddress,
 			Namespace:      s.TemporalNamespace,
 			Logger:         sdklog.NewStructuredLogger(slog.Default().With("component", "temporal-sdk")),
-			MetricsHandler: temporalMetrics(d.registry),
+			MetricsHandler: worker.MetricsHandler(temporalMetrics(d.registry), d.registry),
 			Interceptors:   interceptors,
 		}
 		if err = s.TemporalConn.apply(&opts); err == nil {

@@ -27,6 +27,7 @@ type WorkerCmd struct {
 	MetricsAddr             string        `name:"metrics-addr" env:"SECKILL_METRICS_ADDR" default:":9090" help:"Where the worker serves /metrics (empty = nowhere)."`
 	ReconcileInterval       time.Duration `name:"reconcile-interval" env:"SECKILL_RECONCILE_INTERVAL" default:"30s" help:"How often the worker repairs Redis/Postgres drift of live sales (0 = never)."`
 	RetireAfter             time.Duration `name:"retire-after" env:"SECKILL_RETIRE_AFTER" default:"24h" help:"How long after its end a drained sale whose orders are all final keeps its keys in Redis (negative = forever)."`
+	PaymentReconcileFlags
 }
 
 // CacheFlags size the sticky cache of a process that runs the saga's worker.
@@ -42,6 +43,9 @@ func (c *WorkerCmd) Run(ctx context.Context) error {
 	defer stopTracing()
 	provs, err := c.providers("")
 	if err != nil {
+		return err
+	}
+	if err := c.PaymentReconcileFlags.check(c.PaymentGrace); err != nil {
 		return err
 	}
 	d, err := c.connect(ctx, true, tp)
@@ -87,7 +91,7 @@ func (c *WorkerCmd) Run(ctx context.Context) error {
 			}
 		})
 	}
-	runReconciler(ctx, d, c.ReconcileInterval, c.RetireAfter, 0)
+	runReconciler(ctx, d, c.ReconcileInterval, c.RetireAfter, 0, reconcilePayments{provs, c.PaymentReconcileFlags})
 	serveMetrics(ctx, c.MetricsAddr, d.registry)
 	<-ctx.Done()
 	relays.Wait() // no start after the worker stopped
