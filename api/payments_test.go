@@ -3,10 +3,7 @@ package api_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
-	"net/url"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -228,43 +225,17 @@ func (s *system) startPayment(id, user string) *wire.PaymentAction {
 	return o.Payment
 }
 
-var (
-	formAction = regexp.MustCompile(`<form method="post"(?: action="([^"]*)")?>`)
-	formToken  = regexp.MustCompile(`name="token" value="([^"]+)"`)
-)
-
 // submitCheckout opens the hosted page at page as a browser would and
 // presses its button action (pay, decline, pay_late): the form's action
 // and token are read from the page. It returns the status and where the
 // page sends the buyer.
 func (s *system) submitCheckout(page, action string) (int, string) {
 	s.t.Helper()
-	resp, err := http.Get(page)
+	status, location, err := builtin.PressButton(context.Background(), nil, page, action)
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	html, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	form, token := formAction.FindSubmatch(html), formToken.FindSubmatch(html)
-	if resp.StatusCode != http.StatusOK || form == nil || token == nil {
-		s.t.Fatalf("hosted page %s: %d, no form\n%s", page, resp.StatusCode, html)
-	}
-	target, err := url.Parse(page)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	if a := string(form[1]); a != "" {
-		if target, err = target.Parse(a); err != nil {
-			s.t.Fatal(err)
-		}
-	}
-	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err = noRedirect.PostForm(target.String(), url.Values{"token": {string(token[1])}, "action": {action}})
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	resp.Body.Close()
-	return resp.StatusCode, resp.Header.Get("Location")
+	return status, location
 }
 
 // paymentState is a payment's state in the built-in provider's records.

@@ -470,15 +470,39 @@ func TestDemoPage(t *testing.T) {
 		b.screenshot("awaiting-payment")
 	})
 
-	// 5. Pay: PAID.
+	// 5. Pay: the buyer goes to the built-in provider's page, pays there,
+	// and comes back to the demo page, where the order turns PAID live.
 	b.step(t, "5 pay", func(t *testing.T) {
+		if got, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](`window.e2eNoReload || ""`)); got != "still here" {
+			t.Fatalf("the page reloaded before paying (marker %q)", got)
+		}
+		// The operator's chart drew the purchase (it starts afresh with
+		// the page, which the way to the provider and back loads again).
+		b.until("the chart shows the purchase", 5*time.Second,
+			`parseFloat(document.querySelector(`+js(stats)+`).dataset.peak) > 0`)
 		b.do("pay", 30*time.Second,
 			chromedp.Click(chromedp.CSS(row+` button[data-action="pay"]`)),
+			chromedp.WaitVisible(chromedp.CSS(`form button[value="pay"]`)))
+		if page := value(b, "the provider's page", chromedp.Location()); !strings.HasPrefix(page, base+"/pay/checkout/") {
+			t.Fatalf("pay led to %q, want the built-in provider's page under %s/pay/checkout/", page, base)
+		}
+		if amount := value(b, "amount", chromedp.Text(chromedp.CSS(`.amount`))); amount != "1299.00 EUR" {
+			t.Errorf("the provider's page asks for %q, want the sale's price", amount)
+		}
+		b.screenshot("provider-page")
+		b.do("pay on the provider's page", 30*time.Second,
+			chromedp.Click(chromedp.CSS(`form button[value="pay"]`)),
+			chromedp.WaitVisible(chromedp.CSS(`body[data-ready="true"]`)),
 			chromedp.WaitVisible(chromedp.CSS(row+`[data-status="PAID"]`)),
 			chromedp.WaitVisible(chromedp.CSS(card+`[data-remaining="0"]`)))
-		if got, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](`window.e2eNoReload || ""`)); got != "still here" {
-			t.Fatalf("the page reloaded (marker %q)", got)
+		if msg := value(b, "message", chromedp.Text(chromedp.CSS(`#message .message-text`))); !strings.Contains(msg, "Back from the payment page") || !strings.Contains(msg, order) {
+			t.Errorf("message after the provider's page %q", msg)
 		}
+		if back := value(b, "back at the shop", chromedp.Location()); back != base+"/" {
+			t.Errorf("back at %q, want %s/ with the provider's query taken out", back, base)
+		}
+		// The page was loaded again on the way back: mark it anew.
+		b.do("mark the page", 5*time.Second, chromedp.Evaluate[chromedp.Void](`window.e2eNoReload = "still here"`))
 		link = value(b, "workflow link", chromedp.AttributeValue(chromedp.CSS(row+` a.workflow-link`), "href")).Value
 		if want := fmt.Sprintf("%s/namespaces/%s/workflows/order-%s", strings.TrimRight(info.TemporalUIURL, "/"), info.TemporalNamespace, order); link != want {
 			t.Errorf("workflow link %q, want %q", link, want)
@@ -512,11 +536,9 @@ func TestDemoPage(t *testing.T) {
 		b.screenshot("sold-out")
 	})
 
-	// 8. The operator view counted the sale and drew the purchase.
+	// 8. The operator view counted the sale (its chart drew the purchase: step 5).
 	b.step(t, "8 operator view", func(t *testing.T) {
 		b.do("operator stats", 15*time.Second, chromedp.WaitVisible(chromedp.CSS(stats+`[data-paid="1"]`)))
-		b.until("the chart shows the purchase", 5*time.Second,
-			`parseFloat(document.querySelector(`+js(stats)+`).dataset.peak) > 0`)
 		for metric, want := range map[string]string{"redis_remaining": "0", "db_stock": "0", "stock": "1", "relay_backlog": "0"} {
 			if got := value(b, metric, chromedp.Text(chromedp.CSS(stats+` dd[data-metric="`+metric+`"]`))); got != want {
 				t.Errorf("operator view: %s = %q, want %q", metric, got, want)

@@ -14,7 +14,7 @@ import (
 // Redis and Temporal: the README tour works, and a worker killed mid-flow
 // is replaced without losing an order.
 func TestServeAndWorkerProcesses(t *testing.T) {
-	st := newStack(t)
+	st := newStack(t, payEnv...) // the tour pays on the provider's page
 	api, env := st.api, st.env
 	seckill := func(args ...string) string { return st.seckill(t, args...) }
 	seckill("migrate") // again: idempotent

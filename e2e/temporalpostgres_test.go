@@ -28,7 +28,7 @@ func TestTemporalOnPostgres(t *testing.T) {
 	dcFile := filepath.Join(t.TempDir(), "dynamicconfig.yaml")
 	writeDynamicConfig(t, dcFile, 40)
 	metricsAddr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
-	st := newStackWith(t, testenv.StackOptions{TemporalArgs: []string{"--postgres-url", dbURL, "--history-shards", "8",
+	st := newStackWith(t, testenv.StackOptions{Env: payEnv, TemporalArgs: []string{"--postgres-url", dbURL, "--history-shards", "8",
 		"--retention", "48h", "--dynamic-config", dcFile, "--metrics-addr", metricsAddr}})
 	run(t, "serve", st.env, "serve")
 	run(t, "worker", st.env, "worker")

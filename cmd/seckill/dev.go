@@ -33,7 +33,9 @@ type DevCmd struct {
 	AuthFlags
 	// Loopback by default: dev mints tokens for anyone who asks
 	// (POST /v1/dev/token), admins included.
-	APIFlags `embed:"" set:"http_addr=127.0.0.1:8080"`
+	// Orders pay at the built-in provider: a buyer goes through a real
+	// hosted page and back, offline.
+	APIFlags `embed:"" set:"http_addr=127.0.0.1:8080" set:"payment_provider=builtin"`
 	CacheFlags
 
 	DatabaseURL       string        `name:"database-url" env:"DATABASE_URL" secret:"url" help:"Use this database instead of the embedded one."`

@@ -22,7 +22,7 @@ import (
 // built-in provider, or Stripe. The secrets come from the environment; on
 // the command line ps would show them, and main warns.
 type PaymentFlags struct {
-	PaymentProvider         string        `name:"payment-provider" env:"SECKILL_PAYMENT_PROVIDER" enum:"none,builtin,stripe" default:"none" help:"Where orders pay (${enum}): none, pay decides PAID; builtin, the payment service in the binary (under /pay/ of the api); stripe, Stripe's PaymentIntents. Give the api and the worker the same."`
+	PaymentProvider         string        `name:"payment-provider" env:"SECKILL_PAYMENT_PROVIDER" enum:"none,builtin,stripe" default:"${payment_provider}" help:"Where orders pay (${enum}): none, pay decides PAID; builtin, the payment service in the binary (under /pay/ of the api); stripe, Stripe's PaymentIntents. Give the api and the worker the same."`
 	PaymentRate             float64       `name:"payment-rate" env:"SECKILL_PAYMENT_RATE" default:"80" help:"Calls to the payment provider per second that every worker together may start (starting, cancelling and refunding payments; Temporal's server holds the payment task queue to it). Stripe allows about 100 a second live, fewer in test mode. 0: no limit. Give every worker the same."`
 	PaymentGrace            time.Duration `name:"payment-grace" env:"SECKILL_PAYMENT_GRACE" default:"2m" help:"How long past its payment deadline an order holds its unit while the provider cannot be reached to cancel a pending payment."`
 	BuiltinPaySecretKey     string        `name:"builtinpay-secret-key" env:"SECKILL_BUILTINPAY_SECRET_KEY" secret:"" help:"With --payment-provider=builtin: the built-in provider's API key (the api serves that API, the worker calls it). Required on serve and worker; dev makes one. Never logged."`

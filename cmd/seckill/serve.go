@@ -179,7 +179,7 @@ func (f APIFlags) relayOptions() relay.Options {
 type ServeCmd struct {
 	Services
 	AuthFlags
-	APIFlags    `set:"http_addr=:8080"`
+	APIFlags    `set:"http_addr=:8080" set:"payment_provider=none"`
 	Relay       bool   `name:"relay" env:"SECKILL_RELAY" default:"true" help:"Run a relay in this instance; --relay=false where workers run the relays (seckill worker --relay), so that starts are eager."`
 	MetricsAddr string `name:"metrics-addr" env:"SECKILL_METRICS_ADDR" default:":9091" help:"Where the api serves /metrics, apart from --http-addr so that a proxy of the api does not publish it (empty = nowhere). Keep it off the public network."`
 }

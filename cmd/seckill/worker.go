@@ -20,7 +20,7 @@ import (
 type WorkerCmd struct {
 	Services
 	CacheFlags
-	RelayFlags
+	RelayFlags              `embed:"" set:"payment_provider=none"`
 	Relay                   bool          `name:"relay" env:"SECKILL_WORKER_RELAY" default:"false" help:"Also run a relay here, so that its workflow starts are eager (then run the api instances with --relay=false)."`
 	MaxConcurrentActivities int           `name:"max-concurrent-activities" env:"SECKILL_WORKER_ACTIVITIES" default:"64" help:"Activities running at once."`
 	MaxWorkflowTasks        int           `name:"max-concurrent-workflow-tasks" env:"SECKILL_WORKER_WORKFLOW_TASKS" default:"256" help:"Workflow tasks (with their local activities) running at once; keep it well above the relay's 64 starts in flight, so that starts are eager where the worker shares the relay's client."`

@@ -9,7 +9,7 @@
 
 import { api } from "./app/api.js";
 import { buy } from "./app/buyer/buy.js";
-import { orderAction, refreshOrders, renderOrders } from "./app/buyer/orders.js";
+import { backFromPayment, orderAction, refreshOrders, renderOrders } from "./app/buyer/orders.js";
 import { onSalesPolled, pollSales, tick } from "./app/buyer/sales.js";
 import { $ } from "./app/dom.js";
 import { connectWS } from "./app/live.js";
@@ -94,6 +94,7 @@ async function init() {
   renderIdentity();
   renderOperator();
   renderOrders();
+  backFromPayment();
   connectWS();
   refreshOrders();
   pollSales();

@@ -3,7 +3,7 @@
 
 import { api } from "../api.js";
 import { $, el, setAttr, setText } from "../dom.js";
-import { clock, compareIDsDesc, money, parseTime } from "../format.js";
+import { clock, compareIDsDesc, money, parseTime, safeBaseURL } from "../format.js";
 import { clearMessage, showError, showMessage } from "../messages.js";
 import { state } from "../state.js";
 import { RANK, STATUS_LABEL } from "../statuses.js";
@@ -82,7 +82,17 @@ export async function orderAction(kind, orderID, btn) {
     const { status, data } = await api("POST", `/v1/orders/${encodeURIComponent(orderID)}/${kind}`, { token: ident.token });
     if (data && data.id) applyOrder(data, "http");
     refreshSales();
-    if (status === 202) {
+    if (status === 202 && kind === "pay" && data && data.payment) {
+      // Pay started a payment at the provider: the buyer pays on its page,
+      // which sends them back here (backFromPayment).
+      const page = data.payment.redirect_url ? safeBaseURL(data.payment.redirect_url) : "";
+      if (page) {
+        showMessage("info", "", `Taking you to the ${data.payment.provider} payment page…`);
+        location.assign(data.payment.redirect_url);
+        return;
+      }
+      showMessage("error", "", `Payment ${data.payment.id} is to be completed with the ${data.payment.provider} client library, which this demo page does not include.`);
+    } else if (status === 202) {
       showMessage("info", "", kind === "pay" ? "Payment sent; waiting for the order to record it…" : "Cancellation sent; waiting for the order to record it…");
     } else if (data && data.status === "PAID") {
       showMessage("ok", "", `Order ${orderID} is paid. Thank you!`);
@@ -185,5 +195,25 @@ export function renderOrders() {
     const want = prev ? prev.nextSibling : list.firstChild;
     if (want !== n.li) list.insertBefore(n.li, want);
     prev = n.li;
+  }
+}
+
+// backFromPayment tells a buyer the provider's page sent back (with
+// ?order_id=…&payment_id=…&payment_status=…) what happens next, and takes
+// the query out of the address. The query is the provider's word, passed
+// through the browser: the order's status is the shop's, and it becomes
+// PAID only on the provider's signed notification, pushed here live.
+export function backFromPayment() {
+  const q = new URLSearchParams(location.search);
+  const orderID = q.get("order_id");
+  if (!orderID) return;
+  const st = q.get("payment_status");
+  history.replaceState(null, "", location.pathname + location.hash);
+  if (st === "captured") {
+    showMessage("ok", "", `Back from the payment page. Order ${orderID} turns PAID here as soon as the payment provider confirms the payment to the shop.`);
+  } else if (st === "declined" || st === "canceled") {
+    showMessage("info", "", `Back from the payment page: the payment was ${st}. Order ${orderID} still awaits payment until its deadline; Pay tries again.`);
+  } else {
+    showMessage("info", "", `Back from the payment page. Order ${orderID} follows the payment provider's answer here.`);
   }
 }
