@@ -75,6 +75,7 @@ func New(c client.Client, acts *activities.Activities, opts Options) sdkworker.W
 	w.RegisterWorkflowWithOptions(workflows.OrderWorkflow, workflow.RegisterOptions{Name: "OrderWorkflow"})
 	// The refunds of money that came after its order's workflow closed.
 	w.RegisterWorkflowWithOptions(workflows.PaymentSettleWorkflow, workflow.RegisterOptions{Name: workflows.PaymentSettleWorkflowName})
+	w.RegisterWorkflowWithOptions(workflows.OrderRefundWorkflow, workflow.RegisterOptions{Name: workflows.OrderRefundWorkflowName})
 	// The engine probe's no-op workflows (POST /v1/admin/engine-probe) run
 	// here, on this worker's slots and pollers, as the orders do.
 	w.RegisterWorkflowWithOptions(workflows.EngineProbe, workflow.RegisterOptions{Name: workflows.EngineProbeName})
