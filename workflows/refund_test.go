@@ -130,7 +130,9 @@ func TestRefundPaidOrderAtItsProvider(t *testing.T) {
 // an order that is not PAID, or whose refund the provider refuses, fails
 // the run with nothing recorded.
 func TestRefundBranches(t *testing.T) {
-	rejected := func(int) error { return temporal.NewNonRetryableApplicationError("no", activities.ErrTypePaymentRejected, payment.ErrRejected) }
+	rejected := func(int) error {
+		return temporal.NewNonRetryableApplicationError("no", activities.ErrTypePaymentRejected, payment.ErrRejected)
+	}
 	for _, tc := range []struct {
 		name      string
 		row       activities.OrderPayment
