@@ -112,6 +112,13 @@ var (
 		e.p.OrderStatus = domain.StatusPaid
 		return e
 	}()
+	errNoOrderAdmin  = example("no-such-order", "No order has this id", http.StatusNotFound, wire.CodeNotFound, "no such order")
+	errRefundRefused = func() problemExample {
+		e := example("not-paid", "Only a PAID order can be refunded (or the provider refused the refund): `order_status` is its actual status",
+			http.StatusConflict, wire.CodeInvalidState, "cannot refund: the order is EXPIRED; only a PAID order can be refunded")
+		e.p.OrderStatus = domain.StatusExpired
+		return e
+	}()
 	errTooLarge = example("too-large", "The body exceeds the operation's limit", http.StatusRequestEntityTooLarge, wire.CodeTooLarge,
 		"request body is too large")
 	errNotJSON = example("not-json", "The body is not sent as JSON: send Content-Type: application/json", http.StatusUnsupportedMediaType,

@@ -31,7 +31,7 @@ import (
 // SaleOrdersQuery picks a sale's orders.
 type SaleOrdersQuery struct {
 	ID     string    `path:"id" pattern:"^[0-9]+$" maxLength:"19" example:"7262577180163178496" doc:"The sale's id, as in the id of a sale."`
-	Status string    `query:"status" enum:"PENDING,AWAITING_PAYMENT,PAID,CANCELLED,EXPIRED,FAILED" doc:"Only the orders of this status."`
+	Status string    `query:"status" enum:"PENDING,AWAITING_PAYMENT,PAID,CANCELLED,EXPIRED,FAILED,REFUNDED,REFUNDED_RESTOCKED" doc:"Only the orders of this status."`
 	Since  time.Time `query:"since" doc:"Only the orders whose admitted_at is at or after this instant (RFC 3339)."`
 	Until  time.Time `query:"until" doc:"Only the orders whose admitted_at is before this instant (RFC 3339)."`
 }

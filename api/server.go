@@ -286,6 +286,7 @@ func New(cfg Config, deps Deps) *Server {
 	s.api.UseMiddleware(s.shed, s.authenticate, keepURL)
 	s.registerSales()
 	s.registerOperator()
+	s.registerRefunds()
 	s.registerOrders()
 	s.registerSaleOrders()
 	s.registerHealth()

@@ -258,8 +258,10 @@ func Sale(ctx context.Context, src Sources, saleID int64, exp Expect) (Report, e
 }
 
 // checkLedgerPerOrder finds orders whose ledger contradicts their status:
-// a live order must have deducted and not restored; in a settled sale an
-// ended order that deducted must have restored (or its unit leaked).
+// a live order (a REFUNDED one too: its unit stays out of the sale) must
+// have deducted and not restored; in a settled sale an ended order that
+// deducted must have restored (or its unit leaked), REFUNDED_RESTOCKED
+// included.
 func checkLedgerPerOrder(ctx context.Context, db *ent.Client, saleID int64, moves []*ent.StockMovement, settled bool, r *Report) error {
 	type ledger struct{ deducted, restored bool }
 	byOrder := map[int64]*ledger{}
@@ -289,7 +291,7 @@ func checkLedgerPerOrder(ctx context.Context, db *ent.Client, saleID int64, move
 		switch {
 		case l.restored && !l.deducted:
 			r.violate("order %d restored a unit it never deducted", o.ID)
-		case status == domain.StatusAwaitingPayment || status == domain.StatusPaid:
+		case status == domain.StatusAwaitingPayment || status == domain.StatusPaid || status == domain.StatusRefunded:
 			if !l.deducted || l.restored {
 				r.violate("order %d is %s but its ledger is deducted=%v restored=%v", o.ID, status, l.deducted, l.restored)
 			}

@@ -21,22 +21,30 @@ const (
 	StatusCancelled       Status = "CANCELLED" // the buyer cancelled
 	StatusExpired         Status = "EXPIRED"   // payment timed out
 	StatusFailed          Status = "FAILED"    // the saga failed
+	// StatusRefunded: an operator refunded the paid order and its unit
+	// stays out of the sale (not asked to restock, or the sale had closed):
+	// the unit is still the order's, as a PAID order's is.
+	StatusRefunded Status = "REFUNDED"
+	// StatusRefundedRestocked: an operator refunded the paid order and its
+	// unit went back on sale, to the database and to Redis, its buyer freed.
+	StatusRefundedRestocked Status = "REFUNDED_RESTOCKED"
 )
 
 // Final reports whether no further transition can happen.
 func (s Status) Final() bool {
 	switch s {
-	case StatusPaid, StatusCancelled, StatusExpired, StatusFailed:
+	case StatusPaid, StatusCancelled, StatusExpired, StatusFailed, StatusRefunded, StatusRefundedRestocked:
 		return true
 	}
 	return false
 }
 
 // Live reports whether the order holds a unit of stock. Orders that ended
-// without a sale gave their unit back.
+// without a sale gave their unit back, and so did a refunded order whose
+// unit was restocked; a refunded order not restocked keeps it.
 func (s Status) Live() bool {
 	switch s {
-	case StatusPending, StatusAwaitingPayment, StatusPaid:
+	case StatusPending, StatusAwaitingPayment, StatusPaid, StatusRefunded:
 		return true
 	}
 	return false
@@ -46,7 +54,11 @@ func (s Status) Live() bool {
 func (s Status) Valid() bool { return s.Live() || s.Final() }
 
 // LiveStatuses are the statuses that hold a unit of stock.
-var LiveStatuses = []Status{StatusPending, StatusAwaitingPayment, StatusPaid}
+var LiveStatuses = []Status{StatusPending, StatusAwaitingPayment, StatusPaid, StatusRefunded}
+
+// Refunded reports whether an operator refunded the order (restocked or
+// not).
+func (s Status) Refunded() bool { return s == StatusRefunded || s == StatusRefundedRestocked }
 
 // OrderRef identifies an admitted order and what it is for. Every saga step
 // carries it, so each step can be retried, or compensated, on its own.

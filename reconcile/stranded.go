@@ -91,7 +91,9 @@ func stranded(ctx context.Context, tc client.Client, db *store.Store, workflowID
 		return s, false, err
 	default:
 		s.Row = domain.Status(row.Status)
-		if s.Row == domain.StatusPaid {
+		if s.Row == domain.StatusPaid || s.Row == domain.StatusRefunded {
+			// Paid, or refunded by an operator without a restock: the
+			// unit is the order's for good.
 			return s, false, nil
 		}
 		if s.Row.Final() {

@@ -82,12 +82,13 @@ type Buyer struct {
 }
 
 // LiveBuyers lists the buyers of a sale whose order holds a unit (PENDING,
-// AWAITING_PAYMENT or PAID), oldest order first. The partial unique index
+// AWAITING_PAYMENT, PAID or REFUNDED: domain.LiveStatuses), oldest order
+// first. The partial unique index
 // allows one live order per buyer; a second one, which the audit looks
 // for, is listed rather than hidden.
 func (s *Store) LiveBuyers(ctx context.Context, saleID int64) ([]Buyer, error) {
 	rows, err := s.db.Order.Query().
-		Where(order.SaleID(saleID), order.StatusIn(order.StatusPENDING, order.StatusAWAITING_PAYMENT, order.StatusPAID)).
+		Where(order.SaleID(saleID), order.StatusIn(order.StatusPENDING, order.StatusAWAITING_PAYMENT, order.StatusPAID, order.StatusREFUNDED)).
 		Order(ent.Asc(order.FieldID)).
 		Select(order.FieldID, order.FieldUserID, order.FieldIdempotencyKey).All(ctx)
 	if err != nil {

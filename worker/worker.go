@@ -111,6 +111,7 @@ func New(c client.Client, acts *activities.Activities, opts Options) *Worker {
 	w.RegisterWorkflowWithOptions(workflows.OrderWorkflow, workflow.RegisterOptions{Name: "OrderWorkflow"})
 	// The refunds of money that came after its order's workflow closed.
 	w.RegisterWorkflowWithOptions(workflows.PaymentSettleWorkflow, workflow.RegisterOptions{Name: workflows.PaymentSettleWorkflowName})
+	w.RegisterWorkflowWithOptions(workflows.OrderRefundWorkflow, workflow.RegisterOptions{Name: workflows.OrderRefundWorkflowName})
 	// The engine probe's no-op workflows (POST /v1/admin/engine-probe) run
 	// here, on this worker's slots and pollers, as the orders do.
 	w.RegisterWorkflowWithOptions(workflows.EngineProbe, workflow.RegisterOptions{Name: workflows.EngineProbeName})
@@ -130,6 +131,7 @@ func newPayments(c client.Client, acts *activities.Activities, wo sdkworker.Opti
 	w := sdkworker.New(c, workflows.PaymentTaskQueue, wo)
 	for name, f := range map[string]any{
 		"StartPayment": acts.StartPayment, "CancelPayment": acts.CancelPayment, "RefundPayment": acts.RefundPayment,
+		"RefundPaidPayment": acts.RefundPaidPayment,
 	} {
 		w.RegisterActivityWithOptions(f, activity.RegisterOptions{Name: name})
 	}

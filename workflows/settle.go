@@ -92,6 +92,11 @@ func PaymentSettleWorkflow(ctx workflow.Context, ev PaymentEvent) (Settlement, e
 		return SettleNothing, nil
 	case row.Status == domain.StatusPaid && row.PaymentID == ev.Payment.ID:
 		return SettleKept, nil
+	case row.Status.Refunded() && row.PaymentID == ev.Payment.ID:
+		// An operator refunded the order's payment (OrderRefundWorkflow,
+		// under the same refund key): a repeated capture event finds it
+		// done.
+		return SettleNothing, nil
 	}
 	reason, class := "late: the order had ended "+string(row.Status), activities.RefundLate
 	switch {

@@ -57,6 +57,12 @@ type AddUnitsBody struct {
 	Units int `json:"units" minimum:"1" maximum:"1000000" doc:"Units to add to the sale's stock, at most a million at once."`
 }
 
+// RefundBody is what an operator sends to refund a paid order.
+type RefundBody struct {
+	Reason  string `json:"reason" minLength:"1" maxLength:"500" pattern:"\\S" patternDescription:"not blank" example:"the parcel was lost in transit" doc:"Why the order is refunded: recorded as the order's refund_reason and shown to the buyer."`
+	Restock bool   `json:"restock,omitempty" default:"false" doc:"Put the unit back on sale: done only while the sale is open (not ended, not cancelled), once; the order then becomes REFUNDED_RESTOCKED and its buyer may buy again. Otherwise, or on a closed sale (which is no error), the order becomes REFUNDED and its reason says why the unit stayed out."`
+}
+
 // Sale is a sale on the wire.
 type Sale struct {
 	ID         string    `json:"id" pattern:"^[0-9]+$" example:"7262577180163178496" doc:"The sale's id: digits, a 64-bit integer too large for JavaScript's numbers."`
@@ -92,8 +98,8 @@ type Order struct {
 	ID          string        `json:"id" pattern:"^[0-9]+$" example:"7262577203974242304" doc:"The order's id: digits, a 64-bit integer too large for JavaScript's numbers."`
 	SaleID      string        `json:"sale_id" pattern:"^[0-9]+$" example:"7262577180163178496"`
 	UserID      string        `json:"user_id" doc:"The buyer (the token's subject)."`
-	Status      domain.Status `json:"status" enum:"PENDING,AWAITING_PAYMENT,PAID,CANCELLED,EXPIRED,FAILED"`
-	Reason      string        `json:"reason" doc:"Why the order ended as it did (FAILED, CANCELLED, EXPIRED); empty otherwise."`
+	Status      domain.Status `json:"status" enum:"PENDING,AWAITING_PAYMENT,PAID,CANCELLED,EXPIRED,FAILED,REFUNDED,REFUNDED_RESTOCKED"`
+	Reason      string        `json:"reason" doc:"Why the order ended as it did (FAILED, CANCELLED, EXPIRED), or what became of a refunded order's unit (REFUNDED, REFUNDED_RESTOCKED); empty otherwise."`
 	AmountCents int64         `json:"amount_cents" doc:"The price the buyer was admitted at, in the currency's minor units."`
 	Currency    string        `json:"currency" pattern:"^[A-Z]{3}$" example:"EUR" doc:"The amount's ISO 4217 currency code: the sale's."`
 	WorkflowID  string        `json:"workflow_id" doc:"The id of the order's Temporal workflow, for the Temporal Web UI."`
@@ -113,9 +119,9 @@ type Order struct {
 	PaymentProvider string `json:"payment_provider,omitempty" example:"builtin" doc:"The payment provider that took the order's payment (or the refunded one); absent for orders paid without a provider."`
 	PaymentID       string `json:"payment_id,omitempty" doc:"The provider's id of that payment."`
 	// RefundedAt and RefundReason are set once a capture the order did
-	// not keep was refunded.
-	RefundedAt   *time.Time `json:"refunded_at,omitempty" doc:"When a payment the order did not keep (captured after the order ended, a second capture, a wrong amount) was refunded; absent otherwise."`
-	RefundReason string     `json:"refund_reason,omitempty" doc:"Why that payment was refunded."`
+	// not keep was refunded, or an operator refunded the order.
+	RefundedAt   *time.Time `json:"refunded_at,omitempty" doc:"When an operator refunded the order (REFUNDED, REFUNDED_RESTOCKED), or when a payment the order did not keep (captured after the order ended, a second capture, a wrong amount) was refunded; absent otherwise."`
+	RefundReason string     `json:"refund_reason,omitempty" doc:"Why that payment was refunded: for an operator's refund, the operator's reason."`
 	// Payment is set only in the answer to a pay of an order that pays at
 	// a provider.
 	Payment *PaymentAction `json:"payment,omitempty" doc:"In the answer to a pay (202) when the deployment takes payments at a provider: the payment the buyer completes there. The order stays AWAITING_PAYMENT until the provider reports the capture."`
@@ -140,7 +146,7 @@ type PaymentNotified struct {
 // its workflow has written it.
 type Purchase struct {
 	OrderID    string        `json:"order_id" pattern:"^[0-9]+$" example:"7262577203974242304" doc:"The order's id, to pass on as is to GET /v1/orders/{id}."`
-	Status     domain.Status `json:"status" enum:"PENDING,AWAITING_PAYMENT,PAID,CANCELLED,EXPIRED,FAILED" doc:"PENDING: the order's workflow has yet to confirm it."`
+	Status     domain.Status `json:"status" enum:"PENDING,AWAITING_PAYMENT,PAID,CANCELLED,EXPIRED,FAILED,REFUNDED,REFUNDED_RESTOCKED" doc:"PENDING: the order's workflow has yet to confirm it."`
 	WorkflowID string        `json:"workflow_id"`
 }
 
@@ -151,7 +157,7 @@ type Problem struct {
 	Code    string `json:"code" enum:"BAD_REQUEST,VALIDATION_FAILED,UNAUTHORIZED,FORBIDDEN,NOT_FOUND,SOLD_OUT,NOT_STARTED,ENDED,ALREADY_PURCHASED,INVALID_STATE,BODY_TOO_LARGE,RATE_LIMITED,UNAVAILABLE,UNCONFIRMED,INTERNAL" doc:"Stable machine-readable error code, the value to branch on." example:"SOLD_OUT"`
 	OrderID string `json:"order_id,omitempty" pattern:"^[0-9]+$" example:"7262577203974242304" doc:"With ALREADY_PURCHASED: the buyer's existing order. With UNCONFIRMED: the order the buyer has if the purchase was taken."`
 	// OrderStatus is named so because `status` is the HTTP status (RFC 9457).
-	OrderStatus domain.Status `json:"order_status,omitempty" doc:"With INVALID_STATE: the order's actual status (for a pay that lost to the timer, EXPIRED)." enum:"PENDING,AWAITING_PAYMENT,PAID,CANCELLED,EXPIRED,FAILED"`
+	OrderStatus domain.Status `json:"order_status,omitempty" doc:"With INVALID_STATE: the order's actual status (for a pay that lost to the timer, EXPIRED)." enum:"PENDING,AWAITING_PAYMENT,PAID,CANCELLED,EXPIRED,FAILED,REFUNDED,REFUNDED_RESTOCKED"`
 }
 
 // Problem codes: the enum of Problem.Code (a test keeps the two equal).

@@ -16,7 +16,7 @@ type ExportCmd struct {
 	API    string    `name:"api" env:"SECKILL_API" default:"http://127.0.0.1:8080" help:"Base URL of the api."`
 	Token  string    `name:"token" env:"SECKILL_TOKEN,ADMIN_TOKEN" required:"" help:"An admin's bearer token (seckill token --role admin; seckill dev prints one as ADMIN_TOKEN)."`
 	Sale   string    `name:"sale" required:"" help:"The sale's id."`
-	Status string    `name:"status" enum:",PENDING,AWAITING_PAYMENT,PAID,CANCELLED,EXPIRED,FAILED" default:"" help:"Only the orders of this status (empty: all)."`
+	Status string    `name:"status" enum:",PENDING,AWAITING_PAYMENT,PAID,CANCELLED,EXPIRED,FAILED,REFUNDED,REFUNDED_RESTOCKED" default:"" help:"Only the orders of this status (empty: all)."`
 	Since  time.Time `name:"since" help:"Only the orders admitted at or after this instant (RFC 3339)."`
 	Until  time.Time `name:"until" help:"Only the orders admitted before this instant (RFC 3339)."`
 	Format string    `name:"format" enum:"csv,ndjson" default:"csv" help:"csv or ndjson."`

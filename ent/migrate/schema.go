@@ -38,7 +38,7 @@ var (
 		{Name: "user_id", Type: field.TypeString, Size: 128},
 		{Name: "quantity", Type: field.TypeInt, Default: 1},
 		{Name: "amount_cents", Type: field.TypeInt64},
-		{Name: "status", Type: field.TypeEnum, Enums: []string{"PENDING", "AWAITING_PAYMENT", "PAID", "CANCELLED", "EXPIRED", "FAILED"}},
+		{Name: "status", Type: field.TypeEnum, Enums: []string{"PENDING", "AWAITING_PAYMENT", "PAID", "CANCELLED", "EXPIRED", "FAILED", "REFUNDED", "REFUNDED_RESTOCKED"}},
 		{Name: "reason", Type: field.TypeString, Size: 500, Default: ""},
 		{Name: "idempotency_key", Type: field.TypeString, Size: 128, Default: ""},
 		{Name: "created_at", Type: field.TypeTime},
@@ -71,7 +71,7 @@ var (
 				Unique:  true,
 				Columns: []*schema.Column{OrdersColumns[16], OrdersColumns[1]},
 				Annotation: &entsql.IndexAnnotation{
-					Where: "status NOT IN ('CANCELLED', 'EXPIRED', 'FAILED')",
+					Where: "status NOT IN ('CANCELLED', 'EXPIRED', 'FAILED', 'REFUNDED_RESTOCKED')",
 				},
 			},
 			{

@@ -139,12 +139,14 @@ type Status string
 
 // Status values.
 const (
-	StatusPENDING          Status = "PENDING"
-	StatusAWAITING_PAYMENT Status = "AWAITING_PAYMENT"
-	StatusPAID             Status = "PAID"
-	StatusCANCELLED        Status = "CANCELLED"
-	StatusEXPIRED          Status = "EXPIRED"
-	StatusFAILED           Status = "FAILED"
+	StatusPENDING            Status = "PENDING"
+	StatusAWAITING_PAYMENT   Status = "AWAITING_PAYMENT"
+	StatusPAID               Status = "PAID"
+	StatusCANCELLED          Status = "CANCELLED"
+	StatusEXPIRED            Status = "EXPIRED"
+	StatusFAILED             Status = "FAILED"
+	StatusREFUNDED           Status = "REFUNDED"
+	StatusREFUNDED_RESTOCKED Status = "REFUNDED_RESTOCKED"
 )
 
 func (s Status) String() string {
@@ -154,7 +156,7 @@ func (s Status) String() string {
 // StatusValidator is a validator for the "status" field enum values. It is called by the builders before save.
 func StatusValidator(s Status) error {
 	switch s {
-	case StatusPENDING, StatusAWAITING_PAYMENT, StatusPAID, StatusCANCELLED, StatusEXPIRED, StatusFAILED:
+	case StatusPENDING, StatusAWAITING_PAYMENT, StatusPAID, StatusCANCELLED, StatusEXPIRED, StatusFAILED, StatusREFUNDED, StatusREFUNDED_RESTOCKED:
 		return nil
 	default:
 		return fmt.Errorf("order: invalid enum value for status field: %q", s)

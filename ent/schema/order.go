@@ -25,7 +25,7 @@ func (Order) Fields() []ent.Field {
 		field.Int("quantity").Default(1).Positive().Immutable(),
 		field.Int64("amount_cents").NonNegative().Immutable(),
 		field.Enum("status").
-			Values("PENDING", "AWAITING_PAYMENT", "PAID", "CANCELLED", "EXPIRED", "FAILED"),
+			Values("PENDING", "AWAITING_PAYMENT", "PAID", "CANCELLED", "EXPIRED", "FAILED", "REFUNDED", "REFUNDED_RESTOCKED"),
 		field.String("reason").Default("").MaxLen(500),
 		// The Idempotency-Key of the purchase that won the unit ("" if
 		// none), so a sale rebuilt from the database still knows it.
@@ -52,7 +52,10 @@ func (Order) Fields() []ent.Field {
 		// the order ended, a second one, a wrong amount), with why and
 		// when it was recorded; "" and nil for orders without one. An
 		// order records its first such refund: a further one (a third
-		// capture) is at the provider and in the workflow's history.
+		// capture) is at the provider and in the workflow's history. An
+		// operator's refund of the payment that paid it (REFUNDED,
+		// REFUNDED_RESTOCKED) takes these fields over, whatever they held:
+		// refund_id is "" for an order paid without a provider.
 		field.String("refund_id").Default("").MaxLen(255),
 		field.String("refund_reason").Default("").MaxLen(500),
 		field.Time("refunded_at").Optional().Nillable(),
@@ -68,11 +71,13 @@ func (Order) Edges() []ent.Edge {
 func (Order) Indexes() []ent.Index {
 	return []ent.Index{
 		// One live unit per buyer per sale. Orders that ended without a sale
-		// (cancelled, expired, failed) returned their unit, so they do not
-		// count: the buyer may try again, like any other buyer.
+		// (cancelled, expired, failed) returned their unit, and so did a
+		// refunded order restocked, so they do not count: the buyer may try
+		// again, like any other buyer. A refunded order not restocked keeps
+		// its unit, and its buyer's place (domain.Status.Live).
 		index.Fields("sale_id", "user_id").Unique().
 			StorageKey("orders_one_live_per_buyer").
-			Annotations(entsql.IndexWhere("status NOT IN ('CANCELLED', 'EXPIRED', 'FAILED')")),
+			Annotations(entsql.IndexWhere("status NOT IN ('CANCELLED', 'EXPIRED', 'FAILED', 'REFUNDED_RESTOCKED')")),
 		// The lists page by key (docs/design.md §6.6): a buyer's orders
 		// by id, newest first; a sale's orders by admission time, then id,
 		// with or without a status, so a window of admission times is a

@@ -8,6 +8,8 @@ export const STATUS_LABEL = {
   CANCELLED: "Cancelled",
   EXPIRED: "Expired",
   FAILED: "Failed",
+  REFUNDED: "Refunded",
+  REFUNDED_RESTOCKED: "Refunded, unit back on sale",
 };
 
 // The operator counts orders; a buyer watches one.
@@ -18,10 +20,15 @@ export const STATUS_COUNT_LABEL = {
   CANCELLED: "Cancelled",
   EXPIRED: "Expired",
   FAILED: "Failed",
+  REFUNDED: "Refunded",
+  REFUNDED_RESTOCKED: "Refunded, restocked",
 };
 
-export const STATUS_ORDER = ["PENDING", "AWAITING_PAYMENT", "PAID", "CANCELLED", "EXPIRED", "FAILED"];
+export const STATUS_ORDER = ["PENDING", "AWAITING_PAYMENT", "PAID", "CANCELLED", "EXPIRED", "FAILED", "REFUNDED", "REFUNDED_RESTOCKED"];
 
 // An order only moves forward: PENDING, then AWAITING_PAYMENT, then one
-// final status. A late or replayed event never moves it back.
-export const RANK = { PENDING: 0, AWAITING_PAYMENT: 1, PAID: 2, CANCELLED: 2, EXPIRED: 2, FAILED: 2 };
+// final status; a PAID order may still be refunded by an operator. A late
+// or replayed event never moves it back.
+export const RANK = {
+  PENDING: 0, AWAITING_PAYMENT: 1, PAID: 2, CANCELLED: 2, EXPIRED: 2, FAILED: 2, REFUNDED: 3, REFUNDED_RESTOCKED: 3,
+};

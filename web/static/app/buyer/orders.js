@@ -164,7 +164,7 @@ export function renderOrders() {
     const line = lineText(o);
     setText(n.line, line);
     n.line.hidden = !line;
-    const rank = RANK[o.status];
+    const rank = Math.min(RANK[o.status], 2); // a refund is the last step's outcome
     for (const step of n.steps.children) {
       const s = step.getAttribute("data-step");
       const idx = s === "PENDING" ? 0 : s === "AWAITING_PAYMENT" ? 1 : 2;
