@@ -147,13 +147,9 @@ func (a *Activities) RefundPayment(ctx context.Context, in RefundInput) (payment
 }
 
 func (a *Activities) refundPayment(ctx context.Context, in RefundInput) (payment.Refund, error) {
-	prov, err := a.provider(in.Provider)
+	prov, r, err := a.refundAt(ctx, in)
 	if err != nil {
 		return payment.Refund{}, err
-	}
-	r, err := prov.Refund(ctx, in.PaymentID, refundKey(in.PaymentID), in.Reason)
-	if err != nil {
-		return payment.Refund{}, paymentError(fmt.Errorf("refund payment %s of order %d: %w", in.PaymentID, in.Ref.OrderID, err))
 	}
 	recorded, err := a.Store.RecordRefund(ctx, in.Ref.OrderID, prov.Name(), in.PaymentID, r.ID, in.Reason)
 	switch {
@@ -174,6 +170,22 @@ func (a *Activities) refundPayment(ctx context.Context, in RefundInput) (payment
 			"provider", prov.Name(), "payment_id", in.PaymentID, "refund_id", r.ID, "reason", in.Reason)
 	}
 	return r, nil
+}
+
+// refundAt refunds in's payment, whole, at its provider under the
+// payment's key, refund-<payment id>, the key of every refund seckill
+// asks for: whichever path reaches a payment first, the provider refunds
+// it once and answers the others with that refund.
+func (a *Activities) refundAt(ctx context.Context, in RefundInput) (payment.Provider, payment.Refund, error) {
+	prov, err := a.provider(in.Provider)
+	if err != nil {
+		return nil, payment.Refund{}, err
+	}
+	r, err := prov.Refund(ctx, in.PaymentID, refundKey(in.PaymentID), in.Reason)
+	if err != nil {
+		return nil, payment.Refund{}, paymentError(fmt.Errorf("refund payment %s of order %d: %w", in.PaymentID, in.Ref.OrderID, err))
+	}
+	return prov, r, nil
 }
 
 // MarkPaidWith records the payment, with the provider's payment that paid

@@ -2,7 +2,6 @@ package activities
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -16,27 +15,13 @@ import (
 // (workflows.OrderRefundWorkflow, docs/design.md §4.11).
 
 // RefundPaidPayment refunds, whole, the payment that paid the order, at
-// its provider. Its key is the payment's, refund-<payment id>, the key of
-// every refund seckill asks for: whichever path reaches a payment first,
-// the provider refunds it once and answers the others with that refund.
-// It records nothing: RefundOrder does, with the operator's outcome.
+// its provider, under the payment's refund key (refundAt). It records
+// nothing: RefundOrder does, with the operator's outcome.
 func (a *Activities) RefundPaidPayment(ctx context.Context, in RefundInput) (payment.Refund, error) {
 	start := time.Now()
-	r, err := a.refundPaid(ctx, in)
+	_, r, err := a.refundAt(ctx, in)
 	a.Metrics.observe("RefundPaidPayment", start, err)
 	return r, err
-}
-
-func (a *Activities) refundPaid(ctx context.Context, in RefundInput) (payment.Refund, error) {
-	prov, err := a.provider(in.Provider)
-	if err != nil {
-		return payment.Refund{}, err
-	}
-	r, err := prov.Refund(ctx, in.PaymentID, refundKey(in.PaymentID), in.Reason)
-	if err != nil {
-		return payment.Refund{}, paymentError(fmt.Errorf("refund payment %s of order %d: %w", in.PaymentID, in.Ref.OrderID, err))
-	}
-	return r, nil
 }
 
 // RefundOrderInput records an operator's refund of a paid order.
