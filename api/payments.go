@@ -15,6 +15,7 @@ import (
 
 	"github.com/seckill/seckill/api/wire"
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/fault"
 	"github.com/seckill/seckill/payment"
 	"github.com/seckill/seckill/workflows"
 )
@@ -102,9 +103,16 @@ func (s *Server) paymentNotify(ctx context.Context, in *notifyInput) (*notifyOut
 	err = s.deps.Temporal.SignalWorkflow(ctx, domain.WorkflowID(orderID), "", workflows.SignalPayment, pe)
 	var nf *serviceerror.NotFound
 	switch {
+	case err == nil:
+		// Signalled, the provider told of a failure: it sends the event
+		// again, which the workflow (or, once it closed, the payment's
+		// PaymentSettleWorkflow) takes once.
+		if err = fault.Hit(fault.PaymentSignal); err != nil {
+			err = unavailable(err)
+		}
 	case errors.As(err, &nf):
 		err = s.settleLate(ctx, pe)
-	case err != nil:
+	default:
 		err = unavailable(fmt.Errorf("signal order %d of payment %s: %w", orderID, ev.Payment.ID, err))
 	}
 	if err != nil {
@@ -131,6 +139,9 @@ func (s *Server) settleLate(ctx context.Context, pe workflows.PaymentEvent) erro
 	case pe.Payment.State != payment.Captured:
 		return nil // declined or cancelled: nothing moved
 	}
+	// Started, and the provider told of a failure (fault.PaymentSettle):
+	// the event again finds the payment's workflow started.
+	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	_, err := s.deps.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                    workflows.SettleWorkflowID(pe.Provider, pe.Payment.ID),
 		TaskQueue:             workflows.TaskQueue,
@@ -139,11 +150,14 @@ func (s *Server) settleLate(ctx context.Context, pe workflows.PaymentEvent) erro
 		// or runs has taken this event's place.
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
 	}, workflows.PaymentSettleWorkflowName, pe)
-	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	switch {
+	case err == nil:
+		if err := fault.Hit(fault.PaymentSettle); err != nil {
+			return unavailable(err)
+		}
 	case errors.As(err, &started):
 		return nil
-	case err != nil:
+	default:
 		return unavailable(fmt.Errorf("start settling payment %s of order %d: %w", pe.Payment.ID, pe.Payment.OrderID, err))
 	}
 	slog.InfoContext(ctx, "payment event after the order's workflow closed: settling it", "order_id", pe.Payment.OrderID,
