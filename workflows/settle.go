@@ -45,7 +45,13 @@ const (
 // refunded (RefundPayment: once at the provider by its key, recorded on the
 // row) and the buyer told; a refund the provider reports is recorded on the
 // row if the row has none.
+//
+// It runs on a context its cancellation does not end: a refund is a
+// compensation, and the Web UI's Cancel on the workflow must not leave the
+// money with the shop (an activity cancelled mid-read would also read as
+// an unknown order). Terminate still ends it.
 func PaymentSettleWorkflow(ctx workflow.Context, ev PaymentEvent) (Settlement, error) {
+	ctx, _ = workflow.NewDisconnectedContext(ctx)
 	logger := workflow.GetLogger(ctx)
 	rctx := workflow.WithActivityOptions(ctx, compensationOptions)
 	var row activities.OrderPayment
