@@ -8,10 +8,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/api/wire"
+	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/payment/builtin"
+	"github.com/seckill/seckill/relay"
+	"github.com/seckill/seckill/workflows"
 )
 
 // The Temporal Web UI's Terminate, Reset and Cancel on orders paid at a
@@ -103,86 +107,118 @@ func TestWebUIActionsWithAPaymentInFlight(t *testing.T) {
 	s.waitAudited(sale.ID, 2)
 }
 
-// A refund in flight: three orders expire with a payment pending, a
-// capture comes while each workflow is ending it, and the provider answers
-// 503, so each workflow, its order EXPIRED, retries the capture's refund.
-// Reset to the first task: the reset run gets the capture's signal again
-// and refunds it under the same key, once the provider answers. Cancel:
-// the refund runs on a context the cancellation does not end, and is made.
-// Terminate: the workflow's retries end with it; the order stays EXPIRED
-// with its unit back, and the capture is kept at the provider: no
-// notification comes again, and nothing in the order's paths refunds it
-// (the reconciliation of the provider's records is what must).
+// A refund in flight, in the two workflows that refund: three orders
+// expire with a payment pending and a capture comes while each workflow is
+// ending its order, and three orders are cancelled and their workflows
+// closed before a capture comes, which each payment's PaymentSettleWorkflow
+// takes. The provider answers 503: each of the six workflows retries its
+// refund, the orders EXPIRED or CANCELLED. Then the Web UI's actions, one
+// on each workflow of each kind.
+//
+// Reset to the first task: the reset run refunds under the same key, once
+// the provider answers (the order's reset run gets the capture's signal
+// again; the settle workflow's its input). Cancel: the refund runs on a
+// context the cancellation does not end, and is made. Terminate: the
+// retries end with the workflow; the order stays as it ended, its unit
+// back, but the capture is kept at the provider: its notification was
+// answered 200, so none comes again, and nothing on the order's paths
+// refunds it (the reconciliation of the provider's records must).
 func TestWebUIActionsWithARefundInFlight(t *testing.T) {
-	s := start(t, options{builtinPay: true})
-	sale := s.createShortSale(3, 10)
+	s := start(t, options{builtinPay: true, cfg: api.Config{Relay: relay.Options{PaymentTimeout: 8 * time.Second}}})
+	sale := s.createSale(6)
 	ctx := context.Background()
-	// The expiries cannot be written for now: each workflow is still
-	// ending its order when the capture comes.
-	release := s.hold("hold_expiries", "UPDATE", "NEW.status = 'EXPIRED'")
-	users := []string{"ter", "res", "can"}
-	ids, pays := map[string]string{}, map[string]*wire.PaymentAction{}
-	for _, u := range users {
-		ids[u] = s.purchase(sale.ID, u)
-		s.waitStatus(ids[u], u, domain.StatusAwaitingPayment)
-		pays[u] = s.startPayment(ids[u], u)
+	type order struct {
+		user, id string
+		pay      *wire.PaymentAction
+		workflow string // the workflow refunding its capture
 	}
-	for _, u := range users {
-		s.waitPending(ids[u], "EndOrder", 2)
-		if st := s.paymentState(pays[u].ID); st != "canceled" {
-			t.Fatalf("payment %s is %s at the deadline, want canceled", pays[u].ID, st)
+	var orders []*order
+	placed := func(user string) *order {
+		o := &order{user: user, id: s.purchase(sale.ID, user)}
+		s.waitStatus(o.id, user, domain.StatusAwaitingPayment)
+		o.pay = s.startPayment(o.id, user)
+		orders = append(orders, o)
+		return o
+	}
+	// Closed before the capture: refunded by PaymentSettleWorkflow.
+	for _, u := range []string{"ste", "sre", "sca"} {
+		o := placed(u)
+		if r := s.do("POST", "/v1/orders/"+o.id+"/cancel", s.token(u, auth.RoleBuyer), nil); r.status != http.StatusOK {
+			t.Fatalf("cancel: %d %s", r.status, r.body)
 		}
+		s.waitClosed("order-" + o.id)
+		o.workflow = workflows.SettleWorkflowID(builtin.Name, o.pay.ID)
+	}
+	// Expiring, their expiries held for now: refunded by the order's
+	// workflow, which is still ending the order when the capture comes.
+	release := s.hold("hold_expiries", "UPDATE", "NEW.status = 'EXPIRED'")
+	for _, u := range []string{"ote", "ore", "oca"} {
+		o := placed(u)
+		o.workflow = "order-" + o.id
+	}
+	for _, o := range orders[3:] {
+		s.waitPending(o.workflow, "EndOrder", 2)
 	}
 	if err := s.payService.SetControls(builtin.Controls{APIStatus: http.StatusServiceUnavailable}); err != nil {
 		t.Fatal(err)
 	}
-	for _, u := range users {
-		if _, err := s.payService.CaptureLate(ctx, pays[u].ID); err != nil {
+	for _, o := range orders {
+		if st := s.paymentState(o.pay.ID); st != "canceled" {
+			t.Fatalf("payment %s is %s before the capture, want canceled", o.pay.ID, st)
+		}
+		if _, err := s.payService.CaptureLate(ctx, o.pay.ID); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for _, u := range users {
-		s.waitPending(ids[u], "RefundPayment", 2)
+	for _, o := range orders {
+		s.waitPending(o.workflow, "RefundPayment", 2)
 	}
 	release()
-	for _, u := range users {
-		s.waitStatus(ids[u], u, domain.StatusExpired)
+	for _, o := range orders[3:] {
+		s.waitStatus(o.id, o.user, domain.StatusExpired)
 	}
 
-	if err := s.tc.TerminateWorkflow(ctx, "order-"+ids["ter"], "", "stopped from the Web UI"); err != nil {
-		t.Fatal(err)
+	terminated, reset, cancelled := []*order{orders[0], orders[3]}, []*order{orders[1], orders[4]}, []*order{orders[2], orders[5]}
+	for i := range 2 {
+		if err := s.tc.TerminateWorkflow(ctx, terminated[i].workflow, "", "stopped from the Web UI"); err != nil {
+			t.Fatal(err)
+		}
+		s.reset(reset[i].workflow, true)
+		if err := s.tc.CancelWorkflow(ctx, cancelled[i].workflow, ""); err != nil {
+			t.Fatal(err)
+		}
 	}
-	s.reset("order-"+ids["res"], true)
-	s.cancelWorkflow(ids["can"])
 	if err := s.payService.SetControls(builtin.Controls{}); err != nil {
 		t.Fatal(err)
 	}
 
-	s.waitRefunded(ids["res"], "res", domain.StatusExpired, "")
-	s.checkOneRefund(pays["res"].ID)
-	s.waitRefunded(ids["can"], "can", domain.StatusExpired, "captured after the order ended EXPIRED")
-	s.checkOneRefund(pays["can"].ID)
-	for _, u := range []string{"res", "can"} {
-		s.waitClosed("order-" + ids[u])
+	want := map[string]domain.Status{"ste": domain.StatusCancelled, "sre": domain.StatusCancelled, "sca": domain.StatusCancelled,
+		"ote": domain.StatusExpired, "ore": domain.StatusExpired, "oca": domain.StatusExpired}
+	for _, o := range append(reset, cancelled...) {
+		s.waitRefunded(o.id, o.user, want[o.user], "")
+		s.checkOneRefund(o.pay.ID)
+		s.waitClosed(o.workflow)
 	}
-
-	// Terminated: the order and its unit are whole, the money is not.
-	if o, _ := s.getOrder(ids["ter"], "ter"); o.Status != domain.StatusExpired || o.RefundedAt != nil {
-		t.Fatalf("the terminated order is %s, refunded at %v; want EXPIRED, no refund recorded", o.Status, o.RefundedAt)
+	for _, o := range terminated {
+		got, _ := s.getOrder(o.id, o.user)
+		if got.Status != want[o.user] || got.RefundedAt != nil {
+			t.Fatalf("order %s whose refunding workflow was terminated is %s, refunded at %v; want %s, no refund recorded",
+				o.user, got.Status, got.RefundedAt, want[o.user])
+		}
+		if n, st := s.refunds(o.pay.ID), s.paymentState(o.pay.ID); n != 0 || st != "captured" {
+			t.Fatalf("order %s's capture after its refunding workflow was terminated: %d refunds, %s; the order's paths have nothing"+
+				" that would refund it (if the provider reconciliation now does, run it here and want one refund)", o.user, n, st)
+		}
 	}
-	if n, st := s.refunds(pays["ter"].ID), s.paymentState(pays["ter"].ID); n != 0 || st != "captured" {
-		t.Fatalf("the terminated order's capture: %d refunds, %s; the order's paths have nothing that would refund it"+
-			" (if the provider reconciliation now does, run it here and want one refund)", n, st)
-	}
-	s.waitAudited(sale.ID, 3)
+	s.waitAudited(sale.ID, 6)
 }
 
-// waitPending waits until the order's workflow has activity pending at
-// its attempt or later: retrying.
-func (s *system) waitPending(orderID, activity string, attempt int32) {
+// waitPending waits until the workflow has activity pending at attempt or
+// later: retrying.
+func (s *system) waitPending(workflowID, activity string, attempt int32) {
 	s.t.Helper()
 	testenv.Eventually(s.t, time.Minute, func() error {
-		d, err := s.tc.DescribeWorkflowExecution(context.Background(), "order-"+orderID, "")
+		d, err := s.tc.DescribeWorkflowExecution(context.Background(), workflowID, "")
 		if err != nil {
 			return err
 		}
@@ -193,7 +229,7 @@ func (s *system) waitPending(orderID, activity string, attempt int32) {
 			}
 			pending = append(pending, fmt.Sprintf("%s#%d", a.GetActivityType().GetName(), a.GetAttempt()))
 		}
-		return fmt.Errorf("order %s: %s not at attempt %d yet (pending %v)", orderID, activity, attempt, pending)
+		return fmt.Errorf("%s: %s not at attempt %d yet (pending %v)", workflowID, activity, attempt, pending)
 	})
 }
 
