@@ -107,6 +107,37 @@ func TestWebUIActionsWithAPaymentInFlight(t *testing.T) {
 	s.waitAudited(sale.ID, 2)
 }
 
+// A capture notified to the order's workflow, its PAID not yet written (the
+// database refuses it for now), then Terminate: the reconciler reads the
+// capture's signal in the closed run's history and ends the order PAID by
+// that payment; the money and the unit stay with the sale.
+func TestTerminatedAfterACaptureIsPaidByIt(t *testing.T) {
+	s := start(t, options{builtinPay: true})
+	sale := s.createSale(2)
+	id := s.purchase(sale.ID, "pia")
+	s.waitStatus(id, "pia", domain.StatusAwaitingPayment)
+	pay := s.startPayment(id, "pia")
+	release := s.hold("hold_paid", "UPDATE", "NEW.status = 'PAID'")
+	if status, _ := s.submitCheckout(pay.RedirectURL, "pay"); status != http.StatusSeeOther {
+		t.Fatalf("pay on the hosted page: %d, want 303", status)
+	}
+	s.betweenAttempts(id, "MarkPaidWith")
+	if err := s.tc.TerminateWorkflow(context.Background(), "order-"+id, "", "stopped from the Web UI"); err != nil {
+		t.Fatal(err)
+	}
+	release()
+	if e := s.endStranded(id); e.Status != domain.StatusPaid || e.PaymentID != pay.ID {
+		t.Fatalf("the reconciler ended the order %s by payment %q (%s), want PAID by %s", e.Status, e.PaymentID, e.Reason, pay.ID)
+	}
+	if o, _ := s.getOrder(id, "pia"); o.Status != domain.StatusPaid || o.PaymentID != pay.ID || o.PaymentProvider != builtin.Name {
+		t.Fatalf("order %s paid by %s %q, want PAID by %s %s", o.Status, o.PaymentProvider, o.PaymentID, builtin.Name, pay.ID)
+	}
+	if n := s.refunds(pay.ID); n != 0 || s.paymentState(pay.ID) != "captured" {
+		t.Fatalf("payment %s: %d refunds, want none: it paid the order", pay.ID, n)
+	}
+	s.waitAudited(sale.ID, 1)
+}
+
 // A refund in flight, in the two workflows that refund: three orders
 // expire with a payment pending and a capture comes while each workflow is
 // ending its order, and three orders are cancelled and their workflows
