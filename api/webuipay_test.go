@@ -22,8 +22,10 @@ import (
 // provider (workflow version 7, docs/design.md §4.10), in the two states
 // payments added: a payment in flight (pay answered, the buyer at the
 // provider, nothing captured) and a refund in flight (a late capture's
-// refund retried while the provider answers 503). Each order ends final,
-// its unit accounted for, and no money is kept without a PAID order.
+// refund retried while the provider answers 503). Each order ends final
+// and its unit is accounted for; no money is kept without a PAID order,
+// but where Terminate ends the workflow that was refunding it (the last
+// test: the reconciliation of the provider's records has to find it).
 
 // A payment in flight. Terminated: the reconciler ends the order
 // CANCELLED (a pay update starts a payment, it decides nothing), and the
