@@ -14,6 +14,7 @@ import (
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/payment/builtin"
+	"github.com/seckill/seckill/reconcile"
 	"github.com/seckill/seckill/relay"
 	"github.com/seckill/seckill/workflows"
 )
@@ -29,15 +30,15 @@ import (
 
 // A payment in flight. Terminated: the reconciler ends the order
 // CANCELLED (a pay update starts a payment, it decides nothing), and the
-// buyer's capture at the still open payment afterwards is refunded by the
-// payment's PaymentSettleWorkflow. Reset to the first task: the reset run
+// buyer's capture at the still open payment is refunded by the payment's
+// PaymentSettleWorkflow, whether it comes after the repair or before it. Reset to the first task: the reset run
 // gives the order a payment window and a payment of its own, which pays it;
 // the first run's payment, paid, is refunded. Cancelled: the
 // workflow cancels the payment at the provider as it ends the order, and
 // a capture that wins against that cancel is refunded.
 func TestWebUIActionsWithAPaymentInFlight(t *testing.T) {
 	s := start(t, options{builtinPay: true})
-	sale := s.createSale(3)
+	sale := s.createSale(4)
 	ctx := context.Background()
 	inFlight := func(user string) (string, *wire.PaymentAction) {
 		id := s.purchase(sale.ID, user)
@@ -47,18 +48,33 @@ func TestWebUIActionsWithAPaymentInFlight(t *testing.T) {
 	terminated, tp := inFlight("tim")
 	reset, rp := inFlight("rae")
 	cancelled, cp := inFlight("cas")
+	paidFirst, pp := inFlight("pam")
 
-	if err := s.tc.TerminateWorkflow(ctx, "order-"+terminated, "", "stopped from the Web UI"); err != nil {
-		t.Fatal(err)
+	for _, id := range []string{terminated, paidFirst} {
+		if err := s.tc.TerminateWorkflow(ctx, "order-"+id, "", "stopped from the Web UI"); err != nil {
+			t.Fatal(err)
+		}
 	}
+	// Paid at the provider before the repair: the order's workflow has
+	// closed, so the capture is settled late, though the row still says
+	// AWAITING_PAYMENT.
+	if status, _ := s.submitCheckout(pp.RedirectURL, "pay"); status != http.StatusSeeOther {
+		t.Fatalf("pay after the Terminate: %d, want 303", status)
+	}
+	s.waitRefunded(paidFirst, "pam", domain.StatusAwaitingPayment, "late: the order's workflow had closed")
+	s.checkOneRefund(pp.ID)
 	s.reset("order-"+reset, true)
 	s.cancelWorkflow(cancelled)
 
 	// Terminated: CANCELLED by the reconciler, never PAID without money.
-	if e := s.endStranded(terminated); e.Status != domain.StatusCancelled || !strings.Contains(e.Reason, "terminated") {
-		t.Fatalf("the reconciler ended the terminated order %s (%s), want CANCELLED: its pay only started a payment", e.Status, e.Reason)
+	ends := s.endAllStranded(terminated, paidFirst)
+	for _, id := range []string{terminated, paidFirst} {
+		if e := ends[id]; e.Status != domain.StatusCancelled || !strings.Contains(e.Reason, "terminated") {
+			t.Fatalf("the reconciler ended the terminated order %s %s (%s), want CANCELLED: its pay only started a payment", id, e.Status, e.Reason)
+		}
 	}
 	s.waitStatus(terminated, "tim", domain.StatusCancelled)
+	s.waitStatus(paidFirst, "pam", domain.StatusCancelled)
 	// Nobody cancelled the payment at the provider (the reconciler does
 	// not call providers): the buyer can still pay, and gets it back.
 	if status, _ := s.submitCheckout(tp.RedirectURL, "pay"); status != http.StatusSeeOther {
@@ -106,7 +122,7 @@ func TestWebUIActionsWithAPaymentInFlight(t *testing.T) {
 	s.waitRefunded(cancelled, "cas", domain.StatusCancelled, "late: the order had ended CANCELLED")
 	s.checkOneRefund(cp.ID)
 
-	s.waitAudited(sale.ID, 2)
+	s.waitAudited(sale.ID, 3)
 }
 
 // A capture notified to the order's workflow, its PAID not yet written (the
@@ -244,6 +260,29 @@ func TestWebUIActionsWithARefundInFlight(t *testing.T) {
 		}
 	}
 	s.waitAudited(sale.ID, 6)
+}
+
+// endAllStranded runs the reconciler's stranded pass until it has ended
+// every one of orders, and returns how it ended each.
+func (s *system) endAllStranded(orders ...string) map[string]reconcile.Ending {
+	s.t.Helper()
+	got := map[string]reconcile.Ending{}
+	testenv.Eventually(s.t, time.Minute, func() error {
+		ends, err := s.reconciler().Stranded(context.Background())
+		for _, e := range ends {
+			got[fmt.Sprint(e.Ref.OrderID)] = e
+		}
+		if err != nil {
+			return err
+		}
+		for _, id := range orders {
+			if _, ok := got[id]; !ok {
+				return fmt.Errorf("order %s not ended yet", id)
+			}
+		}
+		return nil
+	})
+	return got
 }
 
 // waitPending waits until the workflow has activity pending at attempt or
