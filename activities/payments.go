@@ -64,9 +64,16 @@ type PaidInput struct {
 	PaymentID string
 }
 
-// paymentKey is the idempotency key of an order's payment attempt.
-func paymentKey(orderID int64, attempt int) string {
-	return fmt.Sprintf("order-%d-%d", orderID, attempt)
+// paymentKey is the idempotency key of an order's payment attempt in the
+// payment window ending at expires. The window is part of it: a run made
+// by a Reset numbers its attempts from 1 again, with a window of its own,
+// and its attempt is a new payment; under the same key the provider would
+// refuse it as a reused key, and the order could not be paid.
+func paymentKey(orderID int64, attempt int, expires time.Time) string {
+	if expires.IsZero() {
+		return fmt.Sprintf("order-%d-%d", orderID, attempt)
+	}
+	return fmt.Sprintf("order-%d-%d-%d", orderID, attempt, expires.UnixMilli())
 }
 
 // refundKey is the idempotency key of a payment's refund: one refund per
@@ -101,7 +108,7 @@ func (a *Activities) startPayment(ctx context.Context, in StartPaymentInput) (pa
 	p, err := prov.Create(ctx, payment.CreateRequest{
 		OrderID: in.Ref.OrderID, SaleID: in.Ref.SaleID, UserID: in.Ref.UserID,
 		Amount:    payment.Money{Minor: in.Ref.AmountCents, Currency: sale.Currency},
-		Key:       paymentKey(in.Ref.OrderID, in.Attempt),
+		Key:       paymentKey(in.Ref.OrderID, in.Attempt, in.ExpiresAt),
 		ReturnURL: in.ReturnURL, ExpiresAt: in.ExpiresAt,
 	})
 	if err != nil {

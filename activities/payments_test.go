@@ -106,24 +106,34 @@ func placedOrder(t *testing.T, st *store.Store, id int64, currency string) domai
 }
 
 // A payment attempt is created for the order's amount in its sale's
-// currency, under a key per order and attempt.
+// currency, under a key per order, attempt and payment window: the same
+// attempt of a run made by a Reset, in a window of its own, is another
+// payment.
 func TestStartPaymentAsksForTheOrdersMoney(t *testing.T) {
 	env, prov, st := newPaymentEnv(t)
 	ref := placedOrder(t, st, 51, "EUR")
-	expires := time.Now().Add(15 * time.Minute).UTC()
+	expires := time.UnixMilli(1795742852167).UTC()
 	v, err := env.ExecuteActivity("StartPayment", activities.StartPaymentInput{Ref: ref, Provider: "fake", Attempt: 2,
 		ReturnURL: "https://shop.example/orders/51", ExpiresAt: expires})
 	if err != nil {
 		t.Fatal(err)
 	}
+	const key = "order-51-2-1795742852167"
 	var p payment.Payment
-	if err := v.Get(&p); err != nil || p.ID != "pay-order-51-2" || p.RedirectURL == "" {
+	if err := v.Get(&p); err != nil || p.ID != "pay-"+key || p.RedirectURL == "" {
 		t.Fatalf("payment = %+v, %v", p, err)
 	}
 	got := prov.creates[0]
-	if got.Amount != (payment.Money{Minor: 1999, Currency: "EUR"}) || got.Key != "order-51-2" || got.OrderID != 51 ||
+	if got.Amount != (payment.Money{Minor: 1999, Currency: "EUR"}) || got.Key != key || got.OrderID != 51 ||
 		got.SaleID != ref.SaleID || got.UserID != "buyer" || got.ReturnURL != "https://shop.example/orders/51" || !got.ExpiresAt.Equal(expires) {
 		t.Fatalf("create request = %+v", got)
+	}
+	if _, err := env.ExecuteActivity("StartPayment", activities.StartPaymentInput{Ref: ref, Provider: "fake", Attempt: 2,
+		ReturnURL: "https://shop.example/orders/51", ExpiresAt: expires.Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	if again := prov.creates[len(prov.creates)-1]; again.Key == key {
+		t.Fatalf("attempt 2 in another payment window asked under the same key %s", key)
 	}
 }
 

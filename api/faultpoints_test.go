@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -23,6 +24,7 @@ import (
 	"github.com/go-redsync/redsync/v4"
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/redis/go-redis/v9"
+	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/api/wire"
@@ -31,6 +33,7 @@ import (
 	"github.com/seckill/seckill/fault"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/orderid"
+	"github.com/seckill/seckill/payment/builtin"
 	"github.com/seckill/seckill/reconcile"
 	"github.com/seckill/seckill/redisack"
 	"github.com/seckill/seckill/relay"
@@ -40,9 +43,9 @@ import (
 )
 
 // The fault points (fault.Points, docs/reliability.md): every write of the
-// purchase, relay, warm-up, operator, reconciler, retirement and engine
-// probe paths gets two cases here, against real Postgres, Redis and
-// Temporal: the write applied and its caller told it failed (mode
+// purchase, relay, warm-up, operator, reconciler, retirement, engine probe
+// and payment notification paths gets two cases here, against real
+// Postgres, Redis and Temporal: the write applied and its caller told it failed (mode
 // "error"), and the component stopped right after it (mode "stop": its
 // goroutine ends there, as in a crash; a new api instance or reconciler
 // pass takes over). Each case heals, settles every order it made and ends
@@ -110,18 +113,36 @@ var apiNodes atomic.Int64
 // relays, reconciler and listeners end, as with its process), another
 // instance starts over the same services, and the test's requests go to
 // it from now on. Stopped apis do not linger: twenty of them polling
-// Redis and Temporal starved CI's busy cores until a run timed out.
+// Redis and Temporal starved CI's busy cores until a run timed out. A
+// system with the built-in provider gets its api back at the same
+// address, as a restarted process keeps its public URL: the provider
+// sends its notifications there, and the worker calls the provider there.
 func (s *system) newAPI(cfg api.Config) {
 	s.t.Helper()
 	if s.stopAPI != nil {
 		s.stopAPI()
 	}
 	node := 100 + int(apiNodes.Add(1))
-	srv := api.New(cfg, api.Deps{Store: s.store, Stock: s.stock, Temporal: s.tc, Signer: s.signer, IDs: orderid.New(node)})
+	deps := api.Deps{Store: s.store, Stock: s.stock, Temporal: s.tc, Signer: s.signer, IDs: orderid.New(node)}
+	hs := httptest.NewUnstartedServer(nil)
+	if s.payService != nil {
+		cfg.PaymentProvider, cfg.PayReturnURL = builtin.Name, s.url+"/"
+		deps.Payments, deps.BuiltinPay = s.payments, s.payService
+		hs.Listener.Close()
+		l, err := net.Listen("tcp", strings.TrimPrefix(s.url, "http://"))
+		if err != nil {
+			s.t.Fatalf("the api again at %s: %v", s.url, err)
+		}
+		hs.Listener = l
+		// Kept-alive connections went to the stopped api.
+		http.DefaultClient.CloseIdleConnections()
+	}
+	srv := api.New(cfg, deps)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = srv.Run(ctx); close(done) }()
-	hs := httptest.NewServer(srv.Handler())
+	hs.Config.Handler = srv.Handler()
+	hs.Start()
 	s.stopAPI = sync.OnceFunc(func() { hs.Close(); cancel(); <-done })
 	s.t.Cleanup(s.stopAPI)
 	s.srv, s.url = srv, hs.URL
@@ -436,6 +457,129 @@ var faultCases = map[fault.Point]faultCase{
 	fault.ProbeTake:           probeCase(fault.ProbeTake),
 	fault.ProbeStart:          probeCase(fault.ProbeStart),
 	fault.ProbeDelete:         probeCase(fault.ProbeDelete),
+	fault.PaymentSignal:       paySignalCase,
+	fault.PaymentSettle:       paySettleCase,
+}
+
+// paySignalCase: a buyer pays at the built-in provider; its capture's
+// notification is signalled to the order's workflow, and the api fails or
+// stops right after. The provider sends it again until it gets a 2xx: the
+// order is PAID by that payment once, and nothing is refunded.
+func paySignalCase(t *testing.T, s *system, m mode, cfg api.Config) {
+	sale, l := s.openSale(3), newLedger()
+	id := s.sold(l, sale, "pat")
+	s.waitStatus(id, "pat", domain.StatusAwaitingPayment)
+	pay := s.startPayment(id, "pat")
+	before := fault.Hits(fault.PaymentSignal)
+	stopped := arm(t, fault.PaymentSignal, m)
+	if status, _ := s.submitCheckout(pay.RedirectURL, "pay"); status != http.StatusSeeOther {
+		t.Fatalf("pay on the hosted page: %d, want 303", status)
+	}
+	hit(t, fault.PaymentSignal, before)
+	<-stopped
+	if m == modeStop {
+		s.newAPI(cfg) // the stopped api's process is gone; the provider's next attempt reaches its successor
+	}
+	s.waitStatus(id, "pat", domain.StatusPaid)
+	if attempts := s.delivered(pay.ID, "payment.captured"); attempts < 2 {
+		t.Fatalf("the capture's notification was delivered at attempt %d; want it sent again after the fault", attempts)
+	}
+	got, _ := s.getOrder(id, "pat")
+	if got.PaymentID != pay.ID || got.RefundedAt != nil {
+		t.Fatalf("order paid by %q, refunded at %v; want paid by %s, no refund", got.PaymentID, got.RefundedAt, pay.ID)
+	}
+	// A repeat that came after the order's workflow closed was settled by
+	// the payment's own workflow, which keeps the capture that paid.
+	ctx := context.Background()
+	var did workflows.Settlement
+	if err := s.tc.GetWorkflow(ctx, workflows.SettleWorkflowID(builtin.Name, pay.ID), "").Get(ctx, &did); err == nil && did != workflows.SettleKept {
+		t.Fatalf("the repeat's settle workflow did %q, want kept", did)
+	}
+	if n := s.refunds(pay.ID); n != 0 || s.paymentState(pay.ID) != "captured" {
+		t.Fatalf("payment %s: %d refunds, %s at the provider; want none, captured", pay.ID, n, s.paymentState(pay.ID))
+	}
+	s.settle(l, sale)
+}
+
+// paySettleCase: a capture comes after its order was cancelled and its
+// workflow closed; the api starts the payment's PaymentSettleWorkflow and
+// fails or stops right after. The provider sends the capture again, the
+// start finds the workflow started, and the capture is refunded once.
+func paySettleCase(t *testing.T, s *system, m mode, cfg api.Config) {
+	ctx := context.Background()
+	sale, l := s.openSale(3), newLedger()
+	id := s.sold(l, sale, "lia")
+	s.waitStatus(id, "lia", domain.StatusAwaitingPayment)
+	pay := s.startPayment(id, "lia")
+	if r := s.do("POST", "/v1/orders/"+id+"/cancel", s.token("lia", auth.RoleBuyer), nil); r.status != http.StatusOK {
+		t.Fatalf("cancel: %d %s", r.status, r.body)
+	}
+	s.waitClosed("order-" + id)
+	before := fault.Hits(fault.PaymentSettle)
+	stopped := arm(t, fault.PaymentSettle, m)
+	if _, err := s.payService.CaptureLate(ctx, pay.ID); err != nil {
+		t.Fatal(err)
+	}
+	hit(t, fault.PaymentSettle, before)
+	<-stopped
+	if m == modeStop {
+		s.newAPI(cfg)
+	}
+	s.waitRefunded(id, "lia", domain.StatusCancelled, "late: the order had ended CANCELLED")
+	var did workflows.Settlement
+	if err := s.tc.GetWorkflow(ctx, workflows.SettleWorkflowID(builtin.Name, pay.ID), "").Get(ctx, &did); err != nil || did != workflows.SettleRefunded {
+		t.Fatalf("settle workflow: %q, %v; want refunded", did, err)
+	}
+	if attempts := s.delivered(pay.ID, "payment.captured"); attempts < 2 {
+		t.Fatalf("the late capture's notification was delivered at attempt %d; want it sent again after the fault", attempts)
+	}
+	s.checkOneRefund(pay.ID)
+	s.settle(l, sale)
+}
+
+// delivered waits until the built-in provider has delivered payment id's
+// notification of type typ, and returns the attempts it took.
+func (s *system) delivered(id, typ string) int {
+	s.t.Helper()
+	var attempts int
+	testenv.Eventually(s.t, time.Minute, func() error {
+		var done bool
+		err := s.store.DB().QueryRowContext(context.Background(), `SELECT attempts, delivered_at IS NOT NULL FROM builtinpay_events
+			WHERE payment_id = $1 AND type = $2`, id, typ).Scan(&attempts, &done)
+		switch {
+		case err != nil:
+			return err
+		case !done:
+			return fmt.Errorf("%s of %s not delivered yet (%d attempts)", typ, id, attempts)
+		}
+		return nil
+	})
+	return attempts
+}
+
+// refunds counts payment id's refunds at the built-in provider.
+func (s *system) refunds(id string) int {
+	s.t.Helper()
+	var n int
+	if err := s.store.DB().QueryRowContext(context.Background(), `SELECT count(*) FROM builtinpay_refunds WHERE payment_id = $1`, id).Scan(&n); err != nil {
+		s.t.Fatal(err)
+	}
+	return n
+}
+
+// waitClosed waits until the workflow's current run has closed.
+func (s *system) waitClosed(workflowID string) {
+	s.t.Helper()
+	testenv.Eventually(s.t, time.Minute, func() error {
+		d, err := s.tc.DescribeWorkflowExecution(context.Background(), workflowID, "")
+		if err != nil {
+			return err
+		}
+		if st := d.GetWorkflowExecutionInfo().GetStatus(); st == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			return fmt.Errorf("%s still running", workflowID)
+		}
+		return nil
+	})
 }
 
 // probeCase: an engine probe meets the fault at p. Whatever it answered,
@@ -774,16 +918,30 @@ func retireCase(p fault.Point) faultCase {
 	}
 }
 
-// TestFaultPoints runs both cases of every point on one system.
+// paymentPath is the Path of the fault points whose cases need orders
+// paid at the built-in provider.
+const paymentPath = "payment notification"
+
+// TestFaultPoints runs both cases of every point on one system, those of
+// the payment notification on a second one whose orders pay at the
+// built-in provider.
 func TestFaultPoints(t *testing.T) {
 	cfg := api.Config{PayWait: 5 * time.Second, Relay: relay.Options{MinIdle: time.Second}}
-	s := start(t, options{cfg: cfg})
+	plain := start(t, options{cfg: cfg})
+	var paying *system
 	results := map[fault.Point][]string{}
 	for _, info := range fault.Points {
 		c := faultCases[info.Point]
 		if c == nil {
 			t.Errorf("fault point %s has no case", info.Point)
 			continue
+		}
+		s := plain
+		if info.Path == paymentPath {
+			if paying == nil {
+				paying = start(t, options{cfg: cfg, builtinPay: true})
+			}
+			s = paying
 		}
 		for _, m := range []mode{modeError, modeStop} {
 			if m == modeStop {
@@ -861,11 +1019,12 @@ func TestEveryWriteIsAFaultPoint(t *testing.T) {
 	}
 
 	writes := regexp.MustCompile(`\.Admit\(|starter\.Start\(|\.Started\(|\.SAdd\(|\.SRem\(|Script\.Run\(|\bLoad\(ctx|\.Repair\(ctx|` +
-		`Stock\.End\(|\.EndSale\(|\.CancelSale\(|\.AddUnits\(|\.UpdateWorkflow\(|\.FinishOrder\(|\.MarkPaid\(|\.RestoreStock\(|Stock\.Release\(|\.List\(ctx|` +
+		`Stock\.End\(|\.EndSale\(|\.CancelSale\(|\.AddUnits\(|\.UpdateWorkflow\(|\.FinishOrder\(|\.MarkPaid\(|\.MarkPaidWith\(|\.RestoreStock\(|Stock\.Release\(|\.List\(ctx|` +
 		`WithProbeLock\(|\.LPush\(|\.RPop\(|\.StartProbe\(ctx|\.DeleteWorkflowExecution\(|` +
-		`\.RememberAdmissions\(|\.Fenced\(ctx|\.MarkAdmissionLost\(|\.MarkAdmissionRecovered\(|Stock\.Reserve\(`)
+		`\.RememberAdmissions\(|\.Fenced\(ctx|\.MarkAdmissionLost\(|\.MarkAdmissionRecovered\(|Stock\.Reserve\(|` +
+		`\.SignalWorkflow\(|Temporal\.ExecuteWorkflow\(|\.StartSettle\(`)
 	for _, file := range []string{"orders/purchase.go", "relay/relay.go", "stock/stock.go", "stock/retire.go",
-		"api/operator.go", "reconcile/reconcile.go", "reconcile/stranded.go", "api/probe.go", "relay/probe.go"} {
+		"api/operator.go", "reconcile/reconcile.go", "reconcile/stranded.go", "api/probe.go", "relay/probe.go", "api/payments.go"} {
 		lines := strings.Split(src(file), "\n")
 		for i, line := range lines {
 			code := strings.TrimSpace(line)

@@ -9,12 +9,11 @@ import (
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/sdk/client"
 
 	"github.com/seckill/seckill/api/wire"
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/fault"
 	"github.com/seckill/seckill/payment"
 	"github.com/seckill/seckill/workflows"
 )
@@ -102,9 +101,16 @@ func (s *Server) paymentNotify(ctx context.Context, in *notifyInput) (*notifyOut
 	err = s.deps.Temporal.SignalWorkflow(ctx, domain.WorkflowID(orderID), "", workflows.SignalPayment, pe)
 	var nf *serviceerror.NotFound
 	switch {
+	case err == nil:
+		// Signalled, the provider told of a failure: it sends the event
+		// again, which the workflow (or, once it closed, the payment's
+		// PaymentSettleWorkflow) takes once.
+		if err = fault.Hit(fault.PaymentSignal); err != nil {
+			err = unavailable(err)
+		}
 	case errors.As(err, &nf):
 		err = s.settleLate(ctx, pe)
-	case err != nil:
+	default:
 		err = unavailable(fmt.Errorf("signal order %d of payment %s: %w", orderID, ev.Payment.ID, err))
 	}
 	if err != nil {
@@ -131,20 +137,17 @@ func (s *Server) settleLate(ctx context.Context, pe workflows.PaymentEvent) erro
 	case pe.Payment.State != payment.Captured:
 		return nil // declined or cancelled: nothing moved
 	}
-	_, err := s.deps.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID:                    workflows.SettleWorkflowID(pe.Provider, pe.Payment.ID),
-		TaskQueue:             workflows.TaskQueue,
-		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		// Failing, not joining: a settle workflow of this payment that ran
-		// or runs has taken this event's place.
-		WorkflowExecutionErrorWhenAlreadyStarted: true,
-	}, workflows.PaymentSettleWorkflowName, pe)
-	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	// Started, and the provider told of a failure (fault.PaymentSettle):
+	// the event again finds the payment's workflow started.
+	started, err := workflows.StartSettle(ctx, s.deps.Temporal, pe)
 	switch {
-	case errors.As(err, &started):
-		return nil
 	case err != nil:
-		return unavailable(fmt.Errorf("start settling payment %s of order %d: %w", pe.Payment.ID, pe.Payment.OrderID, err))
+		return unavailable(err)
+	case !started:
+		return nil
+	}
+	if err := fault.Hit(fault.PaymentSettle); err != nil {
+		return unavailable(err)
 	}
 	slog.InfoContext(ctx, "payment event after the order's workflow closed: settling it", "order_id", pe.Payment.OrderID,
 		"provider", pe.Provider, "payment_id", pe.Payment.ID, "state", pe.Payment.State)

@@ -55,6 +55,10 @@ const (
 	ProbeTake   Point = "probe.take"
 	ProbeStart  Point = "probe.start"
 	ProbeDelete Point = "probe.delete"
+
+	// payment notification: api's POST /v1/payments/{provider}/notify
+	PaymentSignal Point = "payment.signal"
+	PaymentSettle Point = "payment.settle"
 )
 
 // Info describes a point for docs/reliability.md.
@@ -132,6 +136,10 @@ var Points = []Info{
 		"the workflow runs; a relay that dies loses the rest of its job, as above (an error is reported, and the probe answers 503 naming it)"},
 	{ProbeDelete, "engine probe", "Temporal: one probe workflow deleted, after the probe measured",
 		"the workflow goes all the same; an api that dies leaves the rest of its probe's workflows listed, and the next probe deletes them (an error counts it undeleted in the probe's answer, which stands)"},
+	{PaymentSignal, "payment notification", "Temporal: a verified payment event signalled to its order's workflow",
+		"the provider has no 2xx and sends the notification again (the built-in provider from its outbox, Stripe for days); the workflow acts on an event id once, and once it has closed the repeat goes to the payment's PaymentSettleWorkflow, which keeps a capture that paid the order and refunds any other"},
+	{PaymentSettle, "payment notification", "Temporal: the PaymentSettleWorkflow of an event whose order's workflow had closed started",
+		"the workflow runs and refunds the late capture; the provider sends the notification again, and its start finds the payment's workflow started (RejectDuplicate) and answers 200: one settlement, one refund at the provider"},
 }
 
 // lookup returns the point's Info.

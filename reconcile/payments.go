@@ -7,10 +7,6 @@ import (
 	"slices"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/sdk/client"
-
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/payment"
 	"github.com/seckill/seckill/workflows"
@@ -252,26 +248,11 @@ func (rc *Reconciler) providerPass(ctx context.Context, prov payment.Provider, f
 }
 
 // settle starts the capture's PaymentSettleWorkflow, as the notification
-// endpoint does; started is false when one was started before.
+// endpoint does (workflows.StartSettle); started is false when one runs or
+// completed before.
 func (rc *Reconciler) settle(ctx context.Context, provider string, c payment.Payment) (started bool, _ error) {
-	// What the buyer's client needed to pay is no settlement's business,
-	// and a hosted page's URL is the capability to pay: not in a history.
-	c.RedirectURL, c.ClientSecret = "", ""
 	ev := workflows.PaymentEvent{EventID: "reconcile-" + c.ID, Provider: provider, Payment: c, At: time.Now()}
-	_, err := rc.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID:                                       workflows.SettleWorkflowID(provider, c.ID),
-		TaskQueue:                                workflows.TaskQueue,
-		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		WorkflowExecutionErrorWhenAlreadyStarted: true,
-	}, workflows.PaymentSettleWorkflowName, ev)
-	var already *serviceerror.WorkflowExecutionAlreadyStarted
-	switch {
-	case errors.As(err, &already):
-		return false, nil
-	case err != nil:
-		return false, fmt.Errorf("start settling payment %s of order %d: %w", c.ID, c.OrderID, err)
-	}
-	return true, nil
+	return workflows.StartSettle(ctx, rc.Temporal, ev)
 }
 
 // paymentsDue reports whether Run reconciles the providers' records now:

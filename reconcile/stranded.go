@@ -9,6 +9,7 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
 	updatepb "go.temporal.io/api/update/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/fault"
+	"github.com/seckill/seckill/payment"
 	"github.com/seckill/seckill/store"
 	"github.com/seckill/seckill/workflows"
 )
@@ -25,8 +27,10 @@ import (
 // no compensation, so its order would keep its unit, its buyer and its
 // AWAITING_PAYMENT row forever. The reconciler finds such orders and ends
 // them the way the workflow would have: an order whose closed run had
-// accepted a pay is PAID (that buyer was told so); any other ends with the
-// decision the run had taken (a buyer's cancel, the payment timeout) or,
+// accepted a pay is PAID (that buyer was told so), and one paid at a
+// provider is PAID once the run was told of its capture (there a pay
+// only starts a payment); any other ends with the decision the run had
+// taken (a buyer's cancel, the payment timeout) or,
 // if none, CANCELLED with a reason that names the termination, through the
 // saga's own compensations (FinishOrder, RestoreStock, ReleaseReservation,
 // Notify), each idempotent by order id.
@@ -39,6 +43,9 @@ type Stranded struct {
 	Row    domain.Status // "" when the order has no row
 	RunID  string
 	Closed enumspb.WorkflowExecutionStatus
+	// Provider is the payment provider the order pays at (its workflow's
+	// OrderInput.Provider); "" for an order paid without one.
+	Provider string
 }
 
 // strandedQuery lists the closed order workflows whose last recorded status
@@ -118,7 +125,7 @@ func stranded(ctx context.Context, tc client.Client, db *store.Store, workflowID
 	if err != nil {
 		return s, false, err
 	}
-	s.Ref = in.Order
+	s.Ref, s.Provider = in.Order, in.Provider
 	return s, true, nil
 }
 
@@ -148,25 +155,33 @@ type Ending struct {
 	Stranded
 	Status domain.Status
 	Reason string
+	// PaymentID is the provider's payment that paid the order, when the
+	// run had been told of its capture.
+	PaymentID string
 }
 
 // decision reads what the closed run had decided, from its history: the
 // first accepted pay or cancel update, a fired payment timer or a cancel
 // request, as the workflow itself decides (first wins); else how the run
-// closed.
-func decision(ctx context.Context, tc client.Client, s Stranded) (domain.Status, string, error) {
+// closed. For an order paid at a provider a pay update decides nothing
+// (it starts a payment): the first signalled capture of the order's amount
+// decides PAID, by that payment (paymentID). A capture the run learnt of
+// otherwise (a cancel's answer), or after the timer fired, is not read
+// here: the order ends unpaid, and the capture is the reconciliation of the
+// provider's records to refund.
+func decision(ctx context.Context, tc client.Client, s Stranded) (status domain.Status, reason, paymentID string, _ error) {
 	workflowID := domain.WorkflowID(s.Ref.OrderID)
 	it := tc.GetWorkflowHistory(ctx, workflowID, s.RunID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	var closeReason string
 	for it.HasNext() {
 		ev, err := it.Next()
 		if err != nil {
-			return "", "", fmt.Errorf("history of %s: %w", workflowID, err)
+			return "", "", "", fmt.Errorf("history of %s: %w", workflowID, err)
 		}
 		switch ev.GetEventType() {
 		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
-			if status, reason, ok := updateDecision(ev.GetWorkflowExecutionUpdateAcceptedEventAttributes().GetAcceptedRequest().GetInput()); ok {
-				return status, reason, nil
+			if status, reason, ok := updateDecision(s, ev.GetWorkflowExecutionUpdateAcceptedEventAttributes().GetAcceptedRequest().GetInput()); ok {
+				return status, reason, "", nil
 			}
 		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ADMITTED:
 			// A run started by a Reset gets the updates the run before it
@@ -177,13 +192,17 @@ func decision(ctx context.Context, tc client.Client, s Stranded) (domain.Status,
 			if a.GetOrigin() != enumspb.UPDATE_ADMITTED_EVENT_ORIGIN_REAPPLY {
 				continue
 			}
-			if status, reason, ok := updateDecision(a.GetRequest().GetInput()); ok {
-				return status, reason, nil
+			if status, reason, ok := updateDecision(s, a.GetRequest().GetInput()); ok {
+				return status, reason, "", nil
+			}
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
+			if id, ok := capturedFor(s, ev.GetWorkflowExecutionSignaledEventAttributes()); ok {
+				return domain.StatusPaid, "", id, nil
 			}
 		case enumspb.EVENT_TYPE_TIMER_FIRED:
-			return domain.StatusExpired, "payment timeout", nil
+			return domain.StatusExpired, "payment timeout", "", nil
 		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED:
-			return domain.StatusCancelled, "order workflow cancelled", nil
+			return domain.StatusCancelled, "order workflow cancelled", "", nil
 		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED:
 			closeReason = ev.GetWorkflowExecutionTerminatedEventAttributes().GetReason()
 		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED:
@@ -196,24 +215,28 @@ func decision(ctx context.Context, tc client.Client, s Stranded) (domain.Status,
 		if closeReason != "" {
 			reason += ": " + closeReason
 		}
-		return domain.StatusCancelled, reason, nil
+		return domain.StatusCancelled, reason, "", nil
 	case enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED:
-		return domain.StatusCancelled, "order workflow cancelled", nil
+		return domain.StatusCancelled, "order workflow cancelled", "", nil
 	case enumspb.WORKFLOW_EXECUTION_STATUS_TIMED_OUT:
-		return domain.StatusFailed, "order workflow timed out", nil
+		return domain.StatusFailed, "order workflow timed out", "", nil
 	}
-	reason := "order workflow closed (" + strings.ToLower(s.Closed.String()) + ") before it ended the order"
+	reason = "order workflow closed (" + strings.ToLower(s.Closed.String()) + ") before it ended the order"
 	if closeReason != "" {
 		reason += ": " + closeReason
 	}
-	return domain.StatusFailed, reason, nil
+	return domain.StatusFailed, reason, "", nil
 }
 
-// updateDecision is what a pay or cancel update decides: PAID, or
-// CANCELLED with the reason the cancel carried.
-func updateDecision(in *updatepb.Input) (domain.Status, string, bool) {
+// updateDecision is what a pay or cancel update decides: PAID (unless the
+// order pays at a provider, where a pay starts a payment), or CANCELLED
+// with the reason the cancel carried.
+func updateDecision(s Stranded, in *updatepb.Input) (domain.Status, string, bool) {
 	switch in.GetName() {
 	case workflows.UpdatePay:
+		if s.Provider != "" {
+			return "", "", false
+		}
 		return domain.StatusPaid, "", true
 	case workflows.UpdateCancel:
 		var req workflows.CancelRequest
@@ -223,6 +246,24 @@ func updateDecision(in *updatepb.Input) (domain.Status, string, bool) {
 		return domain.StatusCancelled, req.Reason, true
 	}
 	return "", "", false
+}
+
+// capturedFor reports whether sig is a payment signal telling the order
+// that its amount was captured, and by which payment.
+func capturedFor(s Stranded, sig *historypb.WorkflowExecutionSignaledEventAttributes) (string, bool) {
+	if s.Provider == "" || sig.GetSignalName() != workflows.SignalPayment {
+		return "", false
+	}
+	var ev workflows.PaymentEvent
+	if converter.GetDefaultDataConverter().FromPayloads(sig.GetInput(), &ev) != nil {
+		return "", false
+	}
+	p := ev.Payment
+	if (ev.Provider != "" && ev.Provider != s.Provider) || p.State != payment.Captured || p.OrderID != s.Ref.OrderID ||
+		p.Captured.Minor != s.Ref.AmountCents || p.Captured.Currency == "" || p.Captured != p.Amount {
+		return "", false
+	}
+	return p.ID, true
 }
 
 // Stranded ends every stranded order (of every sale): see FindStranded.
@@ -259,17 +300,22 @@ func (rc *Reconciler) Stranded(ctx context.Context) ([]Ending, error) {
 // found again as long as its ledger holds the unit.
 func (rc *Reconciler) endStranded(ctx context.Context, s Stranded) (Ending, error) {
 	e := Ending{Stranded: s}
-	status, reason, err := decision(ctx, rc.Temporal, s)
+	status, reason, paymentID, err := decision(ctx, rc.Temporal, s)
 	if err != nil {
 		return e, err
 	}
 	if s.Row.Final() {
-		status, reason = s.Row, "" // ended before a stop between two steps
+		status, reason, paymentID = s.Row, "", "" // ended before a stop between two steps
 	}
 	if status == domain.StatusPaid {
-		if err := rc.Store.MarkPaid(ctx, s.Ref.OrderID); err != nil {
+		provider := s.Provider
+		if paymentID == "" {
+			provider = ""
+		}
+		if err := rc.Store.MarkPaidWith(ctx, s.Ref.OrderID, provider, paymentID); err != nil {
 			return e, err
 		}
+		e.PaymentID = paymentID
 	} else {
 		final, err := rc.Store.FinishOrder(ctx, s.Ref, status, reason)
 		if err != nil {

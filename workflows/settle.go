@@ -1,8 +1,13 @@
 package workflows
 
 import (
+	"context"
 	"errors"
 	"fmt"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -27,6 +32,35 @@ func SettleWorkflowID(provider, paymentID string) string {
 // of a capture whose order the database does not know: before it (version
 // DefaultVersion) PaymentSettleWorkflow did nothing with one.
 const SettleUnknownOrder = "settle-unknown-order"
+
+// StartSettle starts the PaymentSettleWorkflow of ev's payment, as the
+// notification endpoint does for an event whose order's workflow has
+// closed and the reconciliation for a capture no order kept. started is
+// false when the payment's settle workflow runs or has completed already:
+// that one has taken this event's place. One that failed, or that an
+// operator terminated or cancelled, does not block the payment: a new run
+// starts, so money a stopped settlement held is refunded after all. What
+// the buyer's client needed to pay (a hosted page's URL, the capability to
+// pay; a client secret) is no settlement's business, and is kept out of
+// the history.
+func StartSettle(ctx context.Context, tc client.Client, ev PaymentEvent) (started bool, _ error) {
+	ev.Payment.RedirectURL, ev.Payment.ClientSecret = "", ""
+	_, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:                    SettleWorkflowID(ev.Provider, ev.Payment.ID),
+		TaskQueue:             TaskQueue,
+		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
+		// Failing, not joining: the event is settled by the run there is.
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
+	}, PaymentSettleWorkflowName, ev)
+	var already *serviceerror.WorkflowExecutionAlreadyStarted
+	switch {
+	case errors.As(err, &already):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("start settling payment %s of order %d: %w", ev.Payment.ID, ev.Payment.OrderID, err)
+	}
+	return true, nil
+}
 
 // Settlement is what a PaymentSettleWorkflow did.
 type Settlement string
@@ -55,7 +89,13 @@ const (
 // and the buyer told, and so is a capture of an order the database does
 // not know (no row, no buyer); a refund the provider reports is recorded
 // on the row if the row has none.
+//
+// It runs on a context its cancellation does not end: a refund is a
+// compensation, and the Web UI's Cancel on the workflow must not leave the
+// money with the shop (an activity cancelled mid-read would also read as
+// an unknown order). Terminate still ends it.
 func PaymentSettleWorkflow(ctx workflow.Context, ev PaymentEvent) (Settlement, error) {
+	ctx, _ = workflow.NewDisconnectedContext(ctx)
 	logger := workflow.GetLogger(ctx)
 	rctx := workflow.WithActivityOptions(ctx, compensationOptions)
 	var row activities.OrderPayment
