@@ -59,7 +59,7 @@ type AddUnitsBody struct {
 
 // RefundBody is what an operator sends to refund a paid order.
 type RefundBody struct {
-	Reason  string `json:"reason" minLength:"1" maxLength:"500" pattern:"\\S" patternDescription:"not blank" example:"the parcel was lost in transit" doc:"Why the order is refunded: recorded as the order's refund_reason and shown to the buyer."`
+	Reason  string `json:"reason" minLength:"1" maxLength:"500" pattern:"\\S" example:"the parcel was lost in transit" doc:"Why the order is refunded: recorded as the order's refund_reason and shown to the buyer."`
 	Restock bool   `json:"restock,omitempty" default:"false" doc:"Put the unit back on sale: done only while the sale is open (not ended, not cancelled), once; the order then becomes REFUNDED_RESTOCKED and its buyer may buy again. Otherwise, or on a closed sale (which is no error), the order becomes REFUNDED and its reason says why the unit stayed out."`
 }
 
