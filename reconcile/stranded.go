@@ -9,6 +9,7 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
 	updatepb "go.temporal.io/api/update/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/fault"
+	"github.com/seckill/seckill/payment"
 	"github.com/seckill/seckill/store"
 	"github.com/seckill/seckill/workflows"
 )
@@ -25,7 +27,9 @@ import (
 // no compensation, so its order would keep its unit, its buyer and its
 // AWAITING_PAYMENT row forever. The reconciler finds such orders and ends
 // them the way the workflow would have: an order whose closed run had
-// accepted a pay is PAID (that buyer was told so); any other ends with the
+// accepted a pay is PAID (that buyer was told so) — or, for an order that
+// pays at a provider, whose pay only starts a payment, one whose run had
+// been told of its capture, PAID by that payment; any other ends with the
 // decision the run had taken (a buyer's cancel, the payment timeout) or,
 // if none, CANCELLED with a reason that names the termination, through the
 // saga's own compensations (FinishOrder, RestoreStock, ReleaseReservation,
@@ -39,6 +43,10 @@ type Stranded struct {
 	Row    domain.Status // "" when the order has no row
 	RunID  string
 	Closed enumspb.WorkflowExecutionStatus
+	// Provider is the payment provider the order pays at, "" for one
+	// that pays without (workflows.OrderInput.Provider; a sale priced 0
+	// pays without it too).
+	Provider string
 }
 
 // strandedQuery lists the closed order workflows whose last recorded status
@@ -117,6 +125,9 @@ func stranded(ctx context.Context, tc client.Client, db *store.Store, workflowID
 		return s, false, err
 	}
 	s.Ref = in.Order
+	if in.Order.AmountCents > 0 {
+		s.Provider = in.Provider
+	}
 	return s, true, nil
 }
 
@@ -146,25 +157,34 @@ type Ending struct {
 	Stranded
 	Status domain.Status
 	Reason string
+	// PaymentID is the provider's payment an order ended PAID was paid
+	// by ("" for one paid without a provider).
+	PaymentID string
 }
 
 // decision reads what the closed run had decided, from its history: the
 // first accepted pay or cancel update, a fired payment timer or a cancel
 // request, as the workflow itself decides (first wins); else how the run
-// closed.
-func decision(ctx context.Context, tc client.Client, s Stranded) (domain.Status, string, error) {
+// closed. For an order that pays at a provider a pay decides nothing (it
+// starts a payment): the capture of the order's payment, for its amount,
+// signalled to the run does, and paymentID names it.
+func decision(ctx context.Context, tc client.Client, s Stranded) (status domain.Status, reason, paymentID string, _ error) {
 	workflowID := domain.WorkflowID(s.Ref.OrderID)
 	it := tc.GetWorkflowHistory(ctx, workflowID, s.RunID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	var closeReason string
 	for it.HasNext() {
 		ev, err := it.Next()
 		if err != nil {
-			return "", "", fmt.Errorf("history of %s: %w", workflowID, err)
+			return "", "", "", fmt.Errorf("history of %s: %w", workflowID, err)
 		}
 		switch ev.GetEventType() {
 		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
-			if status, reason, ok := updateDecision(ev.GetWorkflowExecutionUpdateAcceptedEventAttributes().GetAcceptedRequest().GetInput()); ok {
-				return status, reason, nil
+			if status, reason, ok := s.updateDecision(ev.GetWorkflowExecutionUpdateAcceptedEventAttributes().GetAcceptedRequest().GetInput()); ok {
+				return status, reason, "", nil
+			}
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
+			if id, ok := s.capture(ev.GetWorkflowExecutionSignaledEventAttributes()); ok {
+				return domain.StatusPaid, "", id, nil
 			}
 		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ADMITTED:
 			// A run started by a Reset gets the updates the run before it
@@ -175,13 +195,13 @@ func decision(ctx context.Context, tc client.Client, s Stranded) (domain.Status,
 			if a.GetOrigin() != enumspb.UPDATE_ADMITTED_EVENT_ORIGIN_REAPPLY {
 				continue
 			}
-			if status, reason, ok := updateDecision(a.GetRequest().GetInput()); ok {
-				return status, reason, nil
+			if status, reason, ok := s.updateDecision(a.GetRequest().GetInput()); ok {
+				return status, reason, "", nil
 			}
 		case enumspb.EVENT_TYPE_TIMER_FIRED:
-			return domain.StatusExpired, "payment timeout", nil
+			return domain.StatusExpired, "payment timeout", "", nil
 		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED:
-			return domain.StatusCancelled, "order workflow cancelled", nil
+			return domain.StatusCancelled, "order workflow cancelled", "", nil
 		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED:
 			closeReason = ev.GetWorkflowExecutionTerminatedEventAttributes().GetReason()
 		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED:
@@ -194,24 +214,28 @@ func decision(ctx context.Context, tc client.Client, s Stranded) (domain.Status,
 		if closeReason != "" {
 			reason += ": " + closeReason
 		}
-		return domain.StatusCancelled, reason, nil
+		return domain.StatusCancelled, reason, "", nil
 	case enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED:
-		return domain.StatusCancelled, "order workflow cancelled", nil
+		return domain.StatusCancelled, "order workflow cancelled", "", nil
 	case enumspb.WORKFLOW_EXECUTION_STATUS_TIMED_OUT:
-		return domain.StatusFailed, "order workflow timed out", nil
+		return domain.StatusFailed, "order workflow timed out", "", nil
 	}
-	reason := "order workflow closed (" + strings.ToLower(s.Closed.String()) + ") before it ended the order"
+	reason = "order workflow closed (" + strings.ToLower(s.Closed.String()) + ") before it ended the order"
 	if closeReason != "" {
 		reason += ": " + closeReason
 	}
-	return domain.StatusFailed, reason, nil
+	return domain.StatusFailed, reason, "", nil
 }
 
-// updateDecision is what a pay or cancel update decides: PAID, or
-// CANCELLED with the reason the cancel carried.
-func updateDecision(in *updatepb.Input) (domain.Status, string, bool) {
+// updateDecision is what a pay or cancel update decides: PAID (unless the
+// order pays at a provider, where a pay starts a payment), or CANCELLED
+// with the reason the cancel carried.
+func (s Stranded) updateDecision(in *updatepb.Input) (domain.Status, string, bool) {
 	switch in.GetName() {
 	case workflows.UpdatePay:
+		if s.Provider != "" {
+			return "", "", false
+		}
 		return domain.StatusPaid, "", true
 	case workflows.UpdateCancel:
 		var req workflows.CancelRequest
@@ -221,6 +245,23 @@ func updateDecision(in *updatepb.Input) (domain.Status, string, bool) {
 		return domain.StatusCancelled, req.Reason, true
 	}
 	return "", "", false
+}
+
+// capture reports whether a signal told the run, of an order that pays at
+// a provider, that the order's payment was captured for its amount, as the
+// run would have decided PAID by it, and names the payment.
+func (s Stranded) capture(sig *historypb.WorkflowExecutionSignaledEventAttributes) (string, bool) {
+	if s.Provider == "" || sig.GetSignalName() != workflows.SignalPayment {
+		return "", false
+	}
+	var ev workflows.PaymentEvent
+	if converter.GetDefaultDataConverter().FromPayloads(sig.GetInput(), &ev) != nil {
+		return "", false
+	}
+	p := ev.Payment
+	ok := (ev.Provider == "" || ev.Provider == s.Provider) && p.OrderID == s.Ref.OrderID && p.State == payment.Captured &&
+		ev.Refund == nil && p.Captured.Minor == s.Ref.AmountCents && p.Captured.Currency == p.Amount.Currency
+	return p.ID, ok
 }
 
 // Stranded ends every stranded order (of every sale): see FindStranded.
@@ -257,7 +298,7 @@ func (rc *Reconciler) Stranded(ctx context.Context) ([]Ending, error) {
 // found again as long as its ledger holds the unit.
 func (rc *Reconciler) endStranded(ctx context.Context, s Stranded) (Ending, error) {
 	e := Ending{Stranded: s}
-	status, reason, err := decision(ctx, rc.Temporal, s)
+	status, reason, paymentID, err := decision(ctx, rc.Temporal, s)
 	if err != nil {
 		return e, err
 	}
@@ -265,9 +306,14 @@ func (rc *Reconciler) endStranded(ctx context.Context, s Stranded) (Ending, erro
 		status, reason = s.Row, "" // ended before a stop between two steps
 	}
 	if status == domain.StatusPaid {
-		if err := rc.Store.MarkPaid(ctx, s.Ref.OrderID); err != nil {
+		provider := s.Provider
+		if paymentID == "" {
+			provider = ""
+		}
+		if err := rc.Store.MarkPaidWith(ctx, s.Ref.OrderID, provider, paymentID); err != nil {
 			return e, err
 		}
+		e.PaymentID = paymentID
 	} else {
 		final, err := rc.Store.FinishOrder(ctx, s.Ref, status, reason)
 		if err != nil {
