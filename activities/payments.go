@@ -23,6 +23,10 @@ const (
 	// ErrTypePaymentRejected: the provider refused the request, or knows
 	// no such payment; retrying cannot change it.
 	ErrTypePaymentRejected = "PaymentRejected"
+	// ErrTypePaymentKept: RefundPayment was asked to refund the capture
+	// the order's row says paid the order; it refunds nothing, and no
+	// retry will.
+	ErrTypePaymentKept = "PaymentKept"
 	// ErrTypePaymentRateLimited: the provider answered 429; the activity
 	// is retried after the provider's Retry-After.
 	ErrTypePaymentRateLimited = "PaymentRateLimited"
@@ -154,6 +158,20 @@ func (a *Activities) RefundPayment(ctx context.Context, in RefundInput) (payment
 }
 
 func (a *Activities) refundPayment(ctx context.Context, in RefundInput) (payment.Refund, error) {
+	// The capture that paid the order stays, whoever asks: a run started
+	// by a Reset hears the capture again before its re-delivered pay has
+	// started the payment, takes it for one it did not start, and would
+	// refund the money of an order the row says PAID by it.
+	row, err := a.Store.Order(ctx, in.Ref.OrderID)
+	switch {
+	case err == nil && domain.Status(row.Status) == domain.StatusPaid && row.PaymentID == in.PaymentID:
+		activity.GetLogger(ctx).Warn("refund refused: this capture paid the order", "order_id", in.Ref.OrderID,
+			"payment_id", in.PaymentID, "reason", in.Reason)
+		return payment.Refund{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("payment %s paid order %d: kept, not refunded", in.PaymentID, in.Ref.OrderID), ErrTypePaymentKept, nil)
+	case err != nil && !errors.Is(err, domain.ErrNotFound):
+		return payment.Refund{}, classify(err)
+	}
 	prov, r, err := a.refundAt(ctx, in)
 	if err != nil {
 		return payment.Refund{}, err

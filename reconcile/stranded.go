@@ -27,10 +27,10 @@ import (
 // no compensation, so its order would keep its unit, its buyer and its
 // AWAITING_PAYMENT row forever. The reconciler finds such orders and ends
 // them the way the workflow would have: an order whose closed run had
-// accepted a pay is PAID (that buyer was told so), and one paid at a
-// provider is PAID once the run was told of its capture (there a pay
-// only starts a payment); any other ends with the decision the run had
-// taken (a buyer's cancel, the payment timeout) or,
+// accepted a pay is PAID (that buyer was told so) — or, for an order that
+// pays at a provider, whose pay only starts a payment, one whose run had
+// been told of its capture, PAID by that payment; any other ends with the
+// decision the run had taken (a buyer's cancel, the payment timeout) or,
 // if none, CANCELLED with a reason that names the termination, through the
 // saga's own compensations (FinishOrder, RestoreStock, ReleaseReservation,
 // Notify), each idempotent by order id.
@@ -43,8 +43,9 @@ type Stranded struct {
 	Row    domain.Status // "" when the order has no row
 	RunID  string
 	Closed enumspb.WorkflowExecutionStatus
-	// Provider is the payment provider the order pays at (its workflow's
-	// OrderInput.Provider); "" for an order paid without one.
+	// Provider is the payment provider the order pays at, "" for one
+	// that pays without (workflows.OrderInput.Provider; a sale priced 0
+	// pays without it too).
 	Provider string
 }
 
@@ -125,7 +126,10 @@ func stranded(ctx context.Context, tc client.Client, db *store.Store, workflowID
 	if err != nil {
 		return s, false, err
 	}
-	s.Ref, s.Provider = in.Order, in.Provider
+	s.Ref = in.Order
+	if in.Order.AmountCents > 0 {
+		s.Provider = in.Provider
+	}
 	return s, true, nil
 }
 
@@ -155,20 +159,17 @@ type Ending struct {
 	Stranded
 	Status domain.Status
 	Reason string
-	// PaymentID is the provider's payment that paid the order, when the
-	// run had been told of its capture.
+	// PaymentID is the provider's payment an order ended PAID was paid
+	// by ("" for one paid without a provider).
 	PaymentID string
 }
 
 // decision reads what the closed run had decided, from its history: the
 // first accepted pay or cancel update, a fired payment timer or a cancel
 // request, as the workflow itself decides (first wins); else how the run
-// closed. For an order paid at a provider a pay update decides nothing
-// (it starts a payment): the first signalled capture of the order's amount
-// decides PAID, by that payment (paymentID). A capture the run learnt of
-// otherwise (a cancel's answer), or after the timer fired, is not read
-// here: the order ends unpaid, and the capture is the reconciliation of the
-// provider's records to refund.
+// closed. For an order that pays at a provider a pay decides nothing (it
+// starts a payment): the capture of the order's payment, for its amount,
+// signalled to the run does, and paymentID names it.
 func decision(ctx context.Context, tc client.Client, s Stranded) (status domain.Status, reason, paymentID string, _ error) {
 	workflowID := domain.WorkflowID(s.Ref.OrderID)
 	it := tc.GetWorkflowHistory(ctx, workflowID, s.RunID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
@@ -180,8 +181,12 @@ func decision(ctx context.Context, tc client.Client, s Stranded) (status domain.
 		}
 		switch ev.GetEventType() {
 		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
-			if status, reason, ok := updateDecision(s, ev.GetWorkflowExecutionUpdateAcceptedEventAttributes().GetAcceptedRequest().GetInput()); ok {
+			if status, reason, ok := s.updateDecision(ev.GetWorkflowExecutionUpdateAcceptedEventAttributes().GetAcceptedRequest().GetInput()); ok {
 				return status, reason, "", nil
+			}
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
+			if id, ok := s.capture(ev.GetWorkflowExecutionSignaledEventAttributes()); ok {
+				return domain.StatusPaid, "", id, nil
 			}
 		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ADMITTED:
 			// A run started by a Reset gets the updates the run before it
@@ -192,12 +197,8 @@ func decision(ctx context.Context, tc client.Client, s Stranded) (status domain.
 			if a.GetOrigin() != enumspb.UPDATE_ADMITTED_EVENT_ORIGIN_REAPPLY {
 				continue
 			}
-			if status, reason, ok := updateDecision(s, a.GetRequest().GetInput()); ok {
+			if status, reason, ok := s.updateDecision(a.GetRequest().GetInput()); ok {
 				return status, reason, "", nil
-			}
-		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
-			if id, ok := capturedFor(s, ev.GetWorkflowExecutionSignaledEventAttributes()); ok {
-				return domain.StatusPaid, "", id, nil
 			}
 		case enumspb.EVENT_TYPE_TIMER_FIRED:
 			return domain.StatusExpired, "payment timeout", "", nil
@@ -231,7 +232,7 @@ func decision(ctx context.Context, tc client.Client, s Stranded) (status domain.
 // updateDecision is what a pay or cancel update decides: PAID (unless the
 // order pays at a provider, where a pay starts a payment), or CANCELLED
 // with the reason the cancel carried.
-func updateDecision(s Stranded, in *updatepb.Input) (domain.Status, string, bool) {
+func (s Stranded) updateDecision(in *updatepb.Input) (domain.Status, string, bool) {
 	switch in.GetName() {
 	case workflows.UpdatePay:
 		if s.Provider != "" {
@@ -248,9 +249,10 @@ func updateDecision(s Stranded, in *updatepb.Input) (domain.Status, string, bool
 	return "", "", false
 }
 
-// capturedFor reports whether sig is a payment signal telling the order
-// that its amount was captured, and by which payment.
-func capturedFor(s Stranded, sig *historypb.WorkflowExecutionSignaledEventAttributes) (string, bool) {
+// capture reports whether a signal told the run, of an order that pays at
+// a provider, that the order's payment was captured for its amount, as the
+// run would have decided PAID by it, and names the payment.
+func (s Stranded) capture(sig *historypb.WorkflowExecutionSignaledEventAttributes) (string, bool) {
 	if s.Provider == "" || sig.GetSignalName() != workflows.SignalPayment {
 		return "", false
 	}
@@ -259,11 +261,9 @@ func capturedFor(s Stranded, sig *historypb.WorkflowExecutionSignaledEventAttrib
 		return "", false
 	}
 	p := ev.Payment
-	if (ev.Provider != "" && ev.Provider != s.Provider) || p.State != payment.Captured || p.OrderID != s.Ref.OrderID ||
-		p.Captured.Minor != s.Ref.AmountCents || p.Captured.Currency == "" || p.Captured != p.Amount {
-		return "", false
-	}
-	return p.ID, true
+	ok := (ev.Provider == "" || ev.Provider == s.Provider) && p.OrderID == s.Ref.OrderID && p.State == payment.Captured &&
+		ev.Refund == nil && p.Captured.Minor == s.Ref.AmountCents && p.Captured.Currency == p.Amount.Currency
+	return p.ID, ok
 }
 
 // Stranded ends every stranded order (of every sale): see FindStranded.
