@@ -63,3 +63,33 @@ func TestResetOfAnOrderPaidAtTheProviderKeepsItsPayment(t *testing.T) {
 		t.Fatalf("audit: %s", r)
 	}
 }
+
+// A Reset to the first task after the capture's signal decided PAID but
+// before the row said so (the database refuses PAID for now): the reset
+// run hears the capture again before its re-delivered pay has started a
+// payment of its own. The capture names this order, for its amount: the
+// order is PAID by it, not refunded and expired (found by
+// TestInterleavings).
+func TestResetBeforeThePaidRowKeepsTheCapture(t *testing.T) {
+	s := start(t, options{builtinPay: true})
+	sale := s.createSale(2)
+	id := s.purchase(sale.ID, "yuri")
+	s.waitStatus(id, "yuri", domain.StatusAwaitingPayment)
+	pay := s.startPayment(id, "yuri")
+	release := s.hold("hold_paid", "UPDATE", "NEW.status = 'PAID'")
+	if status, _ := s.submitCheckout(pay.RedirectURL, "pay"); status != 303 {
+		t.Fatalf("pay on the hosted page: %d, want 303", status)
+	}
+	s.betweenAttempts(id, "MarkPaidWith")
+	s.reset("order-"+id, true)
+	release()
+	s.waitStatus(id, "yuri", domain.StatusPaid)
+	got, _ := s.getOrder(id, "yuri")
+	if got.PaymentID != pay.ID || got.RefundedAt != nil {
+		t.Fatalf("after the reset: PAID by %q, refunded at %v (%s); want PAID by %s, no refund", got.PaymentID, got.RefundedAt, got.RefundReason, pay.ID)
+	}
+	if n := s.refunds(pay.ID); n != 0 || s.paymentState(pay.ID) != "captured" {
+		t.Fatalf("payment %s: %d refunds, want none: it paid the order", pay.ID, n)
+	}
+	s.waitAudited(sale.ID, 1)
+}

@@ -31,9 +31,11 @@ import (
 // A payment in flight. Terminated: the reconciler ends the order
 // CANCELLED (a pay update starts a payment, it decides nothing), and the
 // buyer's capture at the still open payment is refunded by the payment's
-// PaymentSettleWorkflow, whether it comes after the repair or before it. Reset to the first task: the reset run
-// gives the order a payment window and a payment of its own, which pays it;
-// the first run's payment, paid, is refunded. Cancelled: the
+// PaymentSettleWorkflow, whether it comes after the repair or before it.
+// Reset to the first task: the reset run gives the order a payment window
+// and a payment of its own, but the buyer pays the page they held, the
+// first run's payment, which pays the order; the reset run's payment is
+// cancelled at the provider. Cancelled: the
 // workflow cancels the payment at the provider as it ends the order, and
 // a capture that wins against that cancel is refunded.
 func TestWebUIActionsWithAPaymentInFlight(t *testing.T) {
@@ -84,8 +86,11 @@ func TestWebUIActionsWithAPaymentInFlight(t *testing.T) {
 	s.checkOneRefund(tp.ID)
 
 	// Reset: still awaiting payment, in a payment window of the reset
-	// run's, and pay answers that window's payment. The one the buyer held
-	// is no longer the order's: paid, it is refunded; the new one pays.
+	// run's, and pay answers that window's payment. The buyer pays the
+	// page they held, the first run's payment: it names this order, for
+	// its amount, in time, so it pays the order (before: refunded as "a
+	// payment this order did not start", the order left unpaid), and the
+	// reset run's own payment is cancelled at the provider.
 	if o, _ := s.getOrder(reset, "rae"); o.Status != domain.StatusAwaitingPayment {
 		t.Fatalf("the reset order is %s, want AWAITING_PAYMENT", o.Status)
 	}
@@ -96,17 +101,16 @@ func TestWebUIActionsWithAPaymentInFlight(t *testing.T) {
 	if status, _ := s.submitCheckout(rp.RedirectURL, "pay"); status != http.StatusSeeOther {
 		t.Fatalf("pay of the first run's payment: %d, want 303", status)
 	}
-	s.waitRefunded(reset, "rae", domain.StatusAwaitingPayment, "a payment this order did not start")
-	s.checkOneRefund(rp.ID)
-	if status, _ := s.submitCheckout(np.RedirectURL, "pay"); status != http.StatusSeeOther {
-		t.Fatalf("pay after the Reset: %d, want 303", status)
-	}
 	s.waitStatus(reset, "rae", domain.StatusPaid)
-	if o, _ := s.getOrder(reset, "rae"); o.PaymentID != np.ID {
-		t.Fatalf("the reset order is paid by %q, want %s", o.PaymentID, np.ID)
+	if o, _ := s.getOrder(reset, "rae"); o.PaymentID != rp.ID || o.RefundedAt != nil {
+		t.Fatalf("the reset order is paid by %q, refunded at %v; want paid by %s, no refund", o.PaymentID, o.RefundedAt, rp.ID)
 	}
-	if n := s.refunds(np.ID); n != 0 || s.paymentState(np.ID) != "captured" {
-		t.Fatalf("payment %s that paid the reset order has %d refunds, want none", np.ID, n)
+	if n := s.refunds(rp.ID); n != 0 || s.paymentState(rp.ID) != "captured" {
+		t.Fatalf("payment %s that paid the reset order has %d refunds, want none", rp.ID, n)
+	}
+	s.waitClosed("order-" + reset)
+	if st := s.paymentState(np.ID); st != "canceled" {
+		t.Fatalf("the reset run's own payment %s is %s at the provider, want canceled", np.ID, st)
 	}
 
 	// Cancelled: CANCELLED, the payment cancelled at the provider; a

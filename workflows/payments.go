@@ -183,6 +183,15 @@ func (o *order) listenPayments(ctx workflow.Context, in OrderInput) {
 			if err := workflow.Await(ctx, func() bool { return o.provider.signals.Len() > 0 }); err != nil {
 				return
 			}
+			if o.state.Status == domain.StatusPending && workflow.GetVersion(ctx, changeEarlierRuns, workflow.DefaultVersion, 1) == 1 {
+				// Heard while the order is being placed: only a run a Reset
+				// started hears a payment this early (its earlier run's
+				// signals come first). Acted on once the order is placed,
+				// when its capture can pay it (earlierRuns).
+				if err := workflow.Await(ctx, func() bool { return o.state.Status != domain.StatusPending || o.done }); err != nil {
+					return
+				}
+			}
 			var ev PaymentEvent
 			if o.provider.signals.ReceiveAsync(&ev) {
 				o.onPayment(ctx, ev)
@@ -264,7 +273,7 @@ func (o *order) onCapture(ctx workflow.Context, at *attempt, pay payment.Payment
 	p.captured[pay.ID] = true
 	want := payment.Money{Minor: o.ref.AmountCents, Currency: at.p.Amount.Currency}
 	switch {
-	case at.n == 0:
+	case at.n == 0 && !o.earlierRuns(ctx, pay, want):
 		o.refund(pay, activities.RefundNotStarted, "a payment this order did not start")
 	case pay.Captured != want || want.Currency == "":
 		o.refund(pay, activities.RefundWrongAmount, fmt.Sprintf("captured %s, the order's amount is %s", pay.Captured, want))
@@ -280,6 +289,26 @@ func (o *order) onCapture(ctx workflow.Context, at *attempt, pay payment.Payment
 	default:
 		o.refund(pay, activities.RefundLate, "captured after the order ended "+string(o.ending()))
 	}
+}
+
+// changeEarlierRuns marks the orders whose run heard of a payment while
+// the order was being placed, or kept a capture of a payment an earlier
+// run of the same order started (a marker in those histories only).
+const changeEarlierRuns = "capture-of-an-earlier-run"
+
+// earlierRuns reports whether a capture this run did not start pays the
+// order all the same: it names this order, for the order's amount, and
+// comes while the order awaits payment with nothing decided. Seckill
+// starts a payment only for an order's workflow, so such a payment is one
+// an earlier run started: a Web UI Reset starts a new run, which hears the
+// capture again (the signal is re-delivered) before its re-delivered pay
+// has started a payment of its own. The buyer paid in time; refunding the
+// money and expiring the order would punish them for the operator's
+// Reset. Runs before this rule refunded it.
+func (o *order) earlierRuns(ctx workflow.Context, pay payment.Payment, want payment.Money) bool {
+	return pay.OrderID == o.ref.OrderID && pay.Captured == want && want.Currency != "" &&
+		o.decided == "" && o.state.Status == domain.StatusAwaitingPayment &&
+		workflow.GetVersion(ctx, changeEarlierRuns, workflow.DefaultVersion, 1) == 1
 }
 
 // ending is how the order ended or is ending.

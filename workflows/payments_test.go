@@ -520,3 +520,40 @@ func TestWorkflowCancelledWithAPendingPayment(t *testing.T) {
 		})
 	}
 }
+
+// A capture of a payment this run did not start, naming this order, for
+// its amount, while it awaits payment: one an earlier run of the order
+// started (a Web UI Reset re-delivers the capture's signal before the
+// re-delivered pay starts a payment of its own). It pays the order, marked
+// in the history; before the rule (the marker absent) it was refunded as a
+// payment the order did not start, and so is one of another amount.
+func TestCaptureOfAnEarlierRunPaysTheOrder(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		v        workflow.Version
+		captured payment.Money
+		want     domain.Status
+		refunded []string
+	}{
+		{"kept", 1, orderMoney, domain.StatusPaid, nil},
+		{"before the rule", workflow.DefaultVersion, orderMoney, domain.StatusExpired, []string{"pay-earlier"}},
+		{"another amount", 1, payment.Money{Minor: 1, Currency: "EUR"}, domain.StatusExpired, []string{"pay-earlier"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env, _, prov := newPayEnv(t, nil)
+			env.OnGetVersion(changeEarlierRuns, workflow.DefaultVersion, workflow.Version(1)).Return(tc.v)
+			start := env.Now()
+			env.RegisterDelayedCallback(func() {
+				env.SignalWorkflow(SignalPayment, event("ev-1", "pay-earlier", payment.Captured, start.Add(time.Minute), tc.captured))
+			}, time.Minute)
+			st := run(t, env, payIn)
+			if st.Status != tc.want {
+				t.Fatalf("status = %s (%s), want %s", st.Status, st.Reason, tc.want)
+			}
+			equal(t, "refunds", prov.refunded(), tc.refunded)
+			if tc.want == domain.StatusPaid && (len(prov.paidWith) != 1 || prov.paidWith[0].PaymentID != "pay-earlier") {
+				t.Errorf("recorded paid with %+v, want pay-earlier", prov.paidWith)
+			}
+		})
+	}
+}
