@@ -202,7 +202,11 @@ func Sale(ctx context.Context, src Sources, saleID int64, exp Expect) (Report, e
 	if src.Temporal != nil && (exp.Settled || exp.Quiescent) {
 		// Invariant 4 for orders whose workflow will not end them: a
 		// Terminate leaves a live order that no running workflow owns.
-		stranded, err := reconcile.FindStranded(ctx, src.Temporal, src.Store, saleID)
+		var holds reconcile.Holds
+		if src.Stock != nil {
+			holds = src.Stock.Holder
+		}
+		stranded, err := reconcile.FindStranded(ctx, src.Temporal, src.Store, holds, saleID)
 		if err != nil {
 			return r, fmt.Errorf("audit stranded orders: %w", err)
 		}

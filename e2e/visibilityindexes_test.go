@@ -116,11 +116,11 @@ func TestTemporalVisibilityIndexesTrimmed(t *testing.T) {
 			}
 			// The stranded repair: closed while PENDING or AWAITING_PAYMENT,
 			// with no row.
-			of, err := reconcile.FindStranded(ctx, tc, st, sale)
+			of, err := reconcile.FindStranded(ctx, tc, st, nil, sale)
 			if err != nil || len(of) != 2 {
 				return fmt.Errorf("stranded of sale %d: %d (%v), want 2", sale, len(of), err)
 			}
-			all, err := reconcile.FindStranded(ctx, tc, st, 0)
+			all, err := reconcile.FindStranded(ctx, tc, st, nil, 0)
 			if err != nil || len(all) != 3 {
 				return fmt.Errorf("stranded: %d (%v), want 3", len(all), err)
 			}

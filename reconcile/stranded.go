@@ -55,10 +55,19 @@ type Stranded struct {
 const strandedQuery = "WorkflowType = 'OrderWorkflow' AND ExecutionStatus != 'Running' AND " +
 	"(OrderStatus = 'PENDING' OR OrderStatus = 'AWAITING_PAYMENT')"
 
+// Holds says which order Redis holds a sale's unit for a buyer under
+// (stock.Stock.Holder).
+type Holds func(ctx context.Context, saleID int64, userID string) (orderID int64, held bool, _ error)
+
 // FindStranded lists the stranded orders, of one sale (saleID > 0) or of
 // all. It reads Temporal's visibility, which trails a close by moments: an
-// order terminated just now is found by a later call.
-func FindStranded(ctx context.Context, tc client.Client, db *store.Store, saleID int64) ([]Stranded, error) {
+// order terminated just now is found by a later call. With holds, an order
+// whose row has ended and whose unit the database has back is stranded
+// still while Redis holds it: its ending stopped before the release, the
+// last step (a Terminate mid-EndOrder, a reconciler stopped after its
+// restore), and on a sale that has ended or was cancelled no drift repair
+// releases it.
+func FindStranded(ctx context.Context, tc client.Client, db *store.Store, holds Holds, saleID int64) ([]Stranded, error) {
 	query := strandedQuery
 	if saleID > 0 {
 		query += fmt.Sprintf(" AND SaleId = '%d'", saleID)
@@ -71,7 +80,7 @@ func FindStranded(ctx context.Context, tc client.Client, db *store.Store, saleID
 			return out, fmt.Errorf("list closed order workflows: %w", err)
 		}
 		for _, ex := range resp.GetExecutions() {
-			s, ok, err := stranded(ctx, tc, db, ex.GetExecution().GetWorkflowId())
+			s, ok, err := stranded(ctx, tc, db, holds, ex.GetExecution().GetWorkflowId())
 			if err != nil {
 				return out, err
 			}
@@ -86,7 +95,7 @@ func FindStranded(ctx context.Context, tc client.Client, db *store.Store, saleID
 }
 
 // stranded looks at one order whose workflow has a closed run.
-func stranded(ctx context.Context, tc client.Client, db *store.Store, workflowID string) (Stranded, bool, error) {
+func stranded(ctx context.Context, tc client.Client, db *store.Store, holds Holds, workflowID string) (Stranded, bool, error) {
 	id, err := strconv.ParseInt(strings.TrimPrefix(workflowID, "order-"), 10, 64)
 	if err != nil {
 		return Stranded{}, false, nil // not an order's workflow
@@ -106,8 +115,18 @@ func stranded(ctx context.Context, tc client.Client, db *store.Store, workflowID
 		}
 		if s.Row.Final() {
 			held, err := db.HoldsUnit(ctx, id)
-			if err != nil || !held {
+			if err != nil {
 				return s, false, err
+			}
+			if !held && holds != nil {
+				holder, inRedis, err := holds(ctx, row.SaleID, row.UserID)
+				if err != nil {
+					return s, false, err
+				}
+				held = inRedis && holder == id
+			}
+			if !held {
+				return s, false, nil
 			}
 		}
 	}
@@ -274,7 +293,7 @@ func (rc *Reconciler) Stranded(ctx context.Context) ([]Ending, error) {
 	if rc.Temporal == nil {
 		return nil, nil
 	}
-	found, err := FindStranded(ctx, rc.Temporal, rc.Store, 0)
+	found, err := FindStranded(ctx, rc.Temporal, rc.Store, rc.Stock.Holder, 0)
 	var ends []Ending
 	for _, s := range found {
 		e, eerr := rc.endStranded(ctx, s)
