@@ -3,6 +3,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -298,14 +299,22 @@ const changeEarlierRuns = "capture-of-an-earlier-run"
 
 // earlierRuns reports whether a capture this run did not start pays the
 // order all the same: it names this order, for the order's amount, and
-// comes while the order awaits payment with nothing decided. Seckill
-// starts a payment only for an order's workflow, so such a payment is one
-// an earlier run started: a Web UI Reset starts a new run, which hears the
-// capture again (the signal is re-delivered) before its re-delivered pay
-// has started a payment of its own. The buyer paid in time; refunding the
-// money and expiring the order would punish them for the operator's
-// Reset. Runs before this rule refunded it.
+// comes while the order awaits payment with nothing decided and before
+// this run has handed out a payment of its own. Seckill starts a payment
+// only for an order's workflow, so such a payment is one an earlier run
+// started: a Web UI Reset starts a new run, which hears the capture
+// again (the signal is re-delivered) while its re-delivered pay is still
+// starting a payment. The buyer paid in time; refunding the money and
+// expiring the order would punish them for the operator's Reset. Once
+// this run has handed out a payment of its own, that is the one the buyer
+// pays, and an earlier run's capture goes back (TestInterleavings, seed
+// 1795746173716204879). Runs before this rule refunded it.
 func (o *order) earlierRuns(ctx workflow.Context, pay payment.Payment, want payment.Money) bool {
+	// An attempt of this run's is handed out as soon as it is known (one
+	// being started is not yet).
+	if slices.ContainsFunc(o.provider.attempts, func(at *attempt) bool { return at.n > 0 }) {
+		return false
+	}
 	return pay.OrderID == o.ref.OrderID && pay.Captured == want && want.Currency != "" &&
 		o.decided == "" && o.state.Status == domain.StatusAwaitingPayment &&
 		workflow.GetVersion(ctx, changeEarlierRuns, workflow.DefaultVersion, 1) == 1

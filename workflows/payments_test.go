@@ -526,23 +526,30 @@ func TestWorkflowCancelledWithAPendingPayment(t *testing.T) {
 // started (a Web UI Reset re-delivers the capture's signal before the
 // re-delivered pay starts a payment of its own). It pays the order, marked
 // in the history; before the rule (the marker absent) it was refunded as a
-// payment the order did not start, and so is one of another amount.
+// payment the order did not start, and so is one of another amount, or
+// one that comes after this run handed out a payment of its own (the page
+// the buyer now holds).
 func TestCaptureOfAnEarlierRunPaysTheOrder(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		v        workflow.Version
 		captured payment.Money
+		ownFirst bool
 		want     domain.Status
 		refunded []string
 	}{
-		{"kept", 1, orderMoney, domain.StatusPaid, nil},
-		{"before the rule", workflow.DefaultVersion, orderMoney, domain.StatusExpired, []string{"pay-earlier"}},
-		{"another amount", 1, payment.Money{Minor: 1, Currency: "EUR"}, domain.StatusExpired, []string{"pay-earlier"}},
+		{"kept", 1, orderMoney, false, domain.StatusPaid, nil},
+		{"before the rule", workflow.DefaultVersion, orderMoney, false, domain.StatusExpired, []string{"pay-earlier"}},
+		{"another amount", 1, payment.Money{Minor: 1, Currency: "EUR"}, false, domain.StatusExpired, []string{"pay-earlier"}},
+		{"after this run's own payment", 1, orderMoney, true, domain.StatusExpired, []string{"pay-earlier"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env, _, prov := newPayEnv(t, nil)
 			env.OnGetVersion(changeEarlierRuns, workflow.DefaultVersion, workflow.Version(1)).Return(tc.v)
 			start := env.Now()
+			if tc.ownFirst {
+				env.RegisterDelayedCallback(func() { update(t, env, UpdatePay, wantPayment(t, "pay-1")) }, 30*time.Second)
+			}
 			env.RegisterDelayedCallback(func() {
 				env.SignalWorkflow(SignalPayment, event("ev-1", "pay-earlier", payment.Captured, start.Add(time.Minute), tc.captured))
 			}, time.Minute)
