@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -279,10 +280,19 @@ func (s *system) do(method, path, token string, body any, header ...string) resp
 // createSale creates a sale that is open now.
 func (s *system) createSale(units int) wire.Sale {
 	s.t.Helper()
-	r := s.do("POST", "/v1/sales", s.token("ops", auth.RoleAdmin), map[string]any{
-		"name": "flash phone", "price_cents": 19900, "stock": units,
+	return s.createSaleWith(map[string]any{"stock": units})
+}
+
+// createSaleWith creates a sale open now for an hour, "flash phone" at
+// 19900, with fields replacing or adding to those.
+func (s *system) createSaleWith(fields map[string]any) wire.Sale {
+	s.t.Helper()
+	body := map[string]any{
+		"name": "flash phone", "price_cents": 19900,
 		"starts_at": time.Now().Add(-time.Second), "ends_at": time.Now().Add(time.Hour),
-	})
+	}
+	maps.Copy(body, fields)
+	r := s.do("POST", "/v1/sales", s.token("ops", auth.RoleAdmin), body)
 	if r.status != http.StatusCreated {
 		s.t.Fatalf("create sale: %d %s", r.status, r.body)
 	}

@@ -198,16 +198,7 @@ func TestLateCaptureAfterExpiryIsRefundedOnce(t *testing.T) {
 // seconds to pay.
 func (s *system) createShortSale(units, timeout int) wire.Sale {
 	s.t.Helper()
-	r := s.do("POST", "/v1/sales", s.token("ops", auth.RoleAdmin), map[string]any{
-		"name": "flash phone", "price_cents": 19900, "stock": units, "payment_timeout_seconds": timeout,
-		"starts_at": time.Now().Add(-time.Second), "ends_at": time.Now().Add(time.Hour),
-	})
-	if r.status != http.StatusCreated {
-		s.t.Fatalf("create sale: %d %s", r.status, r.body)
-	}
-	var sale wire.Sale
-	r.decode(s.t, &sale)
-	return sale
+	return s.createSaleWith(map[string]any{"stock": units, "payment_timeout_seconds": timeout})
 }
 
 // startPayment pays an order at the provider and returns the payment to
@@ -300,15 +291,7 @@ func captureEvent(paymentID, orderID, saleID, user string, minor int64, currency
 // (a payment of 0 is one the providers refuse).
 func TestFreeSalePaysWithoutTheProvider(t *testing.T) {
 	s := start(t, options{builtinPay: true})
-	r := s.do("POST", "/v1/sales", s.token("ops", auth.RoleAdmin), map[string]any{
-		"name": "free sample", "price_cents": 0, "stock": 2,
-		"starts_at": time.Now().Add(-time.Second), "ends_at": time.Now().Add(time.Hour),
-	})
-	if r.status != http.StatusCreated {
-		t.Fatalf("create sale: %d %s", r.status, r.body)
-	}
-	var sale wire.Sale
-	r.decode(t, &sale)
+	sale := s.createSaleWith(map[string]any{"name": "free sample", "price_cents": 0, "stock": 2})
 	id := s.purchase(sale.ID, "alice")
 	s.waitStatus(id, "alice", domain.StatusAwaitingPayment)
 	p := s.pay(id, "alice")
