@@ -13,10 +13,11 @@ import (
 	"github.com/seckill/seckill/workflows"
 )
 
-// TestReplayRecordedHistories replays event histories of OrderWorkflow
-// recorded against a real Temporal server (testdata/histories/*.json) on
-// the current code. A failure is a non-determinism error: workflows of that
-// shape still running when this code is deployed would get stuck.
+// TestReplayRecordedHistories replays event histories of OrderWorkflow (and
+// of PaymentSettleWorkflow) recorded against a real Temporal server
+// (testdata/histories/*.json, internal/recordhistories) on the current
+// code. A failure is a non-determinism error: workflows of that shape still
+// running when this code is deployed would get stuck.
 func TestReplayRecordedHistories(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join("testdata", "histories", "*.json"))
 	if err != nil {
@@ -30,6 +31,7 @@ func TestReplayRecordedHistories(t *testing.T) {
 		t.Run(filepath.Base(file), func(t *testing.T) {
 			r := worker.NewWorkflowReplayer()
 			r.RegisterWorkflowWithOptions(workflows.OrderWorkflow, workflow.RegisterOptions{Name: "OrderWorkflow"})
+			r.RegisterWorkflowWithOptions(workflows.PaymentSettleWorkflow, workflow.RegisterOptions{Name: workflows.PaymentSettleWorkflowName})
 			if err := r.ReplayWorkflowHistoryFromJSONFile(logger, file); err != nil {
 				t.Fatalf("replay %s: %v", file, err)
 			}
