@@ -146,6 +146,10 @@ type Provider interface {
 	// its age against now, then parses it: ErrBadSignature, ErrStale, or
 	// ErrIgnored for a kind of event seckill does not act on.
 	Verify(header http.Header, body []byte, now time.Time) (Event, error)
+	// Sealer seals the client action of this provider's payments into
+	// the order's history and opens it for the buyer (seal.go), with a
+	// key derived from the adapter's secret key.
+	Sealer() *Sealer
 }
 
 // Errors an adapter returns, wrapped with what it knows.
