@@ -87,6 +87,9 @@ func refundKey(paymentID string) string { return "refund-" + paymentID }
 // StartPayment creates the order's payment attempt at its provider, for
 // the order's amount in its sale's currency. The same attempt answers the
 // same payment (the key), so a retry after a lost answer creates nothing.
+// What the buyer's client needs to pay is answered sealed, for the
+// order and the payment (payment.Sealer): the answer is kept in the
+// order's history, which the buyer alone may not read.
 func (a *Activities) StartPayment(ctx context.Context, in StartPaymentInput) (payment.Payment, error) {
 	start := time.Now()
 	p, err := a.startPayment(ctx, in)
@@ -118,6 +121,9 @@ func (a *Activities) startPayment(ctx context.Context, in StartPaymentInput) (pa
 	if err != nil {
 		return payment.Payment{}, paymentError(fmt.Errorf("start payment %d of order %d: %w", in.Attempt, in.Ref.OrderID, err))
 	}
+	if p, err = prov.Sealer().SealPayment(in.Ref.OrderID, p); err != nil {
+		return payment.Payment{}, fmt.Errorf("start payment %d of order %d: %w", in.Attempt, in.Ref.OrderID, err)
+	}
 	a.Metrics.paymentStarted()
 	activity.GetLogger(ctx).Info("payment started", "order_id", in.Ref.OrderID, "sale_id", in.Ref.SaleID, "user_id", in.Ref.UserID,
 		"provider", prov.Name(), "payment_id", p.ID, "attempt", in.Attempt)
@@ -126,7 +132,9 @@ func (a *Activities) startPayment(ctx context.Context, in StartPaymentInput) (pa
 
 // CancelPayment cancels a payment not captured. A payment captured
 // meanwhile is no error: the answer says captured, and the workflow
-// decides what that means for the order.
+// decides what that means for the order. The answer carries no client
+// action: the workflow hands none out from a cancel, and its history
+// keeps none.
 func (a *Activities) CancelPayment(ctx context.Context, in PaymentRefIn) (payment.Payment, error) {
 	start := time.Now()
 	p, err := a.cancelPayment(ctx, in)
@@ -143,7 +151,7 @@ func (a *Activities) cancelPayment(ctx context.Context, in PaymentRefIn) (paymen
 	if err != nil {
 		return payment.Payment{}, paymentError(fmt.Errorf("cancel payment %s: %w", in.PaymentID, err))
 	}
-	return p, nil
+	return p.WithoutClientAction(), nil
 }
 
 // RefundPayment gives back, whole, a capture the order did not keep, once

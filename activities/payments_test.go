@@ -26,9 +26,12 @@ type provider struct {
 	err     error
 	creates []payment.CreateRequest
 	refunds map[string]payment.Refund // by key
+	sealer  *payment.Sealer
 }
 
 func (p *provider) Name() string { return "fake" }
+
+func (p *provider) Sealer() *payment.Sealer { return p.sealer }
 
 func (p *provider) fail() error {
 	p.mu.Lock()
@@ -55,7 +58,7 @@ func (p *provider) Cancel(_ context.Context, id string) (payment.Payment, error)
 	if err := p.fail(); err != nil {
 		return payment.Payment{}, err
 	}
-	return payment.Payment{Provider: "fake", ID: id, State: payment.Canceled}, nil
+	return payment.Payment{Provider: "fake", ID: id, State: payment.Canceled, RedirectURL: "https://pay.example/" + id}, nil
 }
 
 func (p *provider) Refund(_ context.Context, paymentID, key, _ string) (payment.Refund, error) {
@@ -83,7 +86,11 @@ func (p *provider) Verify(http.Header, []byte, time.Time) (payment.Event, error)
 func newPaymentEnv(t *testing.T) (*testsuite.TestActivityEnvironment, *provider, *store.Store) {
 	t.Helper()
 	st := testenv.Store(t)
-	prov := &provider{refunds: map[string]payment.Refund{}}
+	sealer, err := payment.NewSealer("fake", "fake-secret-key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prov := &provider{refunds: map[string]payment.Refund{}, sealer: sealer}
 	var ts testsuite.WorkflowTestSuite
 	env := ts.NewTestActivityEnvironment()
 	env.RegisterActivity(&activities.Activities{Store: st, Payments: map[string]payment.Provider{"fake": prov}})
@@ -120,8 +127,16 @@ func TestStartPaymentAsksForTheOrdersMoney(t *testing.T) {
 	}
 	const key = "order-51-2-1795742852167"
 	var p payment.Payment
-	if err := v.Get(&p); err != nil || p.ID != "pay-"+key || p.RedirectURL == "" {
+	if err := v.Get(&p); err != nil || p.ID != "pay-"+key {
 		t.Fatalf("payment = %+v, %v", p, err)
+	}
+	// The hosted page's URL is answered sealed for this order and
+	// payment, never plain: the answer is kept in the order's history.
+	if p.RedirectURL != "" || p.ClientSecret != "" || p.SealedAction == "" {
+		t.Fatalf("payment = %+v, want its client action sealed and no plain one", p)
+	}
+	if a, err := prov.sealer.Open(51, p.ID, p.SealedAction); err != nil || a.RedirectURL != "https://pay.example/"+key {
+		t.Fatalf("sealed action opens to %+v, %v; want the page https://pay.example/%s", a, err, key)
 	}
 	got := prov.creates[0]
 	if got.Amount != (payment.Money{Minor: 1999, Currency: "EUR"}) || got.Key != key || got.OrderID != 51 ||
@@ -134,6 +149,20 @@ func TestStartPaymentAsksForTheOrdersMoney(t *testing.T) {
 	}
 	if again := prov.creates[len(prov.creates)-1]; again.Key == key {
 		t.Fatalf("attempt 2 in another payment window asked under the same key %s", key)
+	}
+}
+
+// A cancel's answer carries no client action: the workflow keeps it in
+// its history and hands none out from it.
+func TestCancelPaymentAnswersNoClientAction(t *testing.T) {
+	env, _, _ := newPaymentEnv(t)
+	v, err := env.ExecuteActivity("CancelPayment", activities.PaymentRefIn{Provider: "fake", PaymentID: "pay-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p payment.Payment
+	if err := v.Get(&p); err != nil || p.State != payment.Canceled || p.RedirectURL != "" || p.SealedAction != "" {
+		t.Fatalf("cancel answered %+v, %v; want canceled, with no client action", p, err)
 	}
 }
 

@@ -208,7 +208,9 @@ func (s *Server) outcome(ctx context.Context, o orders.Outcome, err error) (*ord
 	}
 	body := s.orderView(o.Order)
 	if p := o.Payment; p != nil {
-		body.Payment = &wire.PaymentAction{Provider: p.Provider, ID: p.ID, RedirectURL: p.RedirectURL, ClientSecret: p.ClientSecret}
+		if body.Payment, err = s.buyerAction(ctx, o.Order.ID, p); err != nil {
+			return nil, err
+		}
 	}
 	return &orderOutput{Status: code, Body: body}, nil
 }

@@ -97,7 +97,10 @@ func (s *Server) paymentNotify(ctx context.Context, in *notifyInput) (*notifyOut
 		slog.WarnContext(ctx, "payment notification of a payment without an order", "provider", in.Provider, "payment_id", ev.Payment.ID, "event_id", ev.ID)
 		return &notifyOutput{wire.PaymentNotified{Received: true}}, nil
 	}
-	pe := workflows.PaymentEvent{EventID: ev.ID, Provider: prov.Name(), Payment: ev.Payment, At: ev.At, Refund: ev.Refund}
+	// What the buyer's client needs to pay (the built-in provider's events
+	// carry the hosted page's URL) is no workflow's business, and stays
+	// out of the order's history.
+	pe := workflows.PaymentEvent{EventID: ev.ID, Provider: prov.Name(), Payment: ev.Payment.WithoutClientAction(), At: ev.At, Refund: ev.Refund}
 	err = s.deps.Temporal.SignalWorkflow(ctx, domain.WorkflowID(orderID), "", workflows.SignalPayment, pe)
 	var nf *serviceerror.NotFound
 	switch {
@@ -152,4 +155,57 @@ func (s *Server) settleLate(ctx context.Context, pe workflows.PaymentEvent) erro
 	slog.InfoContext(ctx, "payment event after the order's workflow closed: settling it", "order_id", pe.Payment.OrderID,
 		"provider", pe.Provider, "payment_id", pe.Payment.ID, "state", pe.Payment.State)
 	return nil
+}
+
+// buyerAction is the payment of a pay's answer as the buyer gets it: with
+// the plain hosted page's URL or client secret, opened from the seal the
+// order's history carries it in (payment.Sealer). A payment started
+// before the seal carries them plain, and passes as it is.
+//
+// A seal that does not open (the provider's secret key was rotated since
+// the payment started, or this api's key is not the worker's) costs a
+// read of the payment at its provider, whose answer has them (the
+// built-in provider's page URL, Stripe's client secret), once per pay. If
+// that read fails too, the pay answers 503 with Retry-After: the payment
+// stands, and a pay again answers the same one.
+func (s *Server) buyerAction(ctx context.Context, orderID int64, p *workflows.PaymentAction) (*wire.PaymentAction, error) {
+	out := &wire.PaymentAction{Provider: p.Provider, ID: p.ID, RedirectURL: p.RedirectURL, ClientSecret: p.ClientSecret}
+	if p.Sealed == "" {
+		return out, nil
+	}
+	prov := s.deps.Payments[p.Provider]
+	if prov == nil {
+		return nil, actionUnavailable(ctx, orderID, p, fmt.Errorf("no payment provider %q is configured on this api", p.Provider))
+	}
+	a, err := prov.Sealer().Open(orderID, p.ID, p.Sealed)
+	if err == nil {
+		out.RedirectURL, out.ClientSecret = a.RedirectURL, a.ClientSecret
+		return out, nil
+	}
+	slog.WarnContext(ctx, "payment's sealed client action does not open (provider key rotated, or not the worker's): reading the payment at the provider",
+		"order_id", orderID, "provider", p.Provider, "payment_id", p.ID, "err", err)
+	pay, err := prov.Get(ctx, p.ID)
+	switch {
+	case err != nil:
+		return nil, actionUnavailable(ctx, orderID, p, err)
+	case pay.OrderID != orderID:
+		// Not this order's payment: never handed to its buyer.
+		return nil, actionUnavailable(ctx, orderID, p, fmt.Errorf("the provider says payment %s is of order %d", p.ID, pay.OrderID))
+	case payment.Of(pay).Empty():
+		return nil, actionUnavailable(ctx, orderID, p, errors.New("the provider's payment has no client action"))
+	}
+	out.RedirectURL, out.ClientSecret = pay.RedirectURL, pay.ClientSecret
+	return out, nil
+}
+
+// actionUnavailable is the pay's answer when the client action of a
+// payment it started cannot be given: 503 with Retry-After, as when the
+// provider cannot be reached to start it; the payment stands, so a pay
+// again answers it.
+func actionUnavailable(ctx context.Context, orderID int64, p *workflows.PaymentAction, err error) error {
+	slog.WarnContext(ctx, "pay: the payment's client action cannot be given to the buyer", "order_id", orderID,
+		"provider", p.Provider, "payment_id", p.ID, "err", err)
+	return huma.ErrorWithHeaders(problem(http.StatusServiceUnavailable, wire.CodeUnavailable,
+		"the payment was started, but what completes it could not be read from the payment provider; pay again in a moment"),
+		http.Header{"Retry-After": {"2"}})
 }

@@ -81,8 +81,12 @@ type Payment struct {
 	// What the buyer's client needs to pay, one of the two: a hosted
 	// page's URL to send the buyer to, or a client secret for the
 	// provider's own client library.
-	RedirectURL  string    `json:"redirect_url,omitempty"`
-	ClientSecret string    `json:"client_secret,omitempty"`
+	RedirectURL  string `json:"redirect_url,omitempty"`
+	ClientSecret string `json:"client_secret,omitempty"`
+	// SealedAction is the two above sealed (seal.go), in their place: the
+	// payment as the StartPayment activity answers it into the order's
+	// history. Only the api opens it.
+	SealedAction string    `json:"sealed_action,omitempty"`
 	Created      time.Time `json:"created"`
 }
 
@@ -142,6 +146,10 @@ type Provider interface {
 	// its age against now, then parses it: ErrBadSignature, ErrStale, or
 	// ErrIgnored for a kind of event seckill does not act on.
 	Verify(header http.Header, body []byte, now time.Time) (Event, error)
+	// Sealer seals the client action of this provider's payments into
+	// the order's history and opens it for the buyer (seal.go), with a
+	// key derived from the adapter's secret key.
+	Sealer() *Sealer
 }
 
 // Errors an adapter returns, wrapped with what it knows.

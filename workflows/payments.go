@@ -63,12 +63,16 @@ type PayRequest struct {
 
 // PaymentAction is what the buyer's client needs to complete a payment at
 // its provider: a hosted page to send the buyer to, or a client secret for
-// the provider's own client library.
+// the provider's own client library. A payment started since the client
+// action is sealed carries it in Sealed only, as StartPayment answered
+// it (the api opens it for the buyer); one started before carries the
+// plain fields.
 type PaymentAction struct {
 	Provider     string `json:"provider"`
 	ID           string `json:"id"`
 	RedirectURL  string `json:"redirect_url,omitempty"`
 	ClientSecret string `json:"client_secret,omitempty"`
+	Sealed       string `json:"sealed,omitempty"`
 }
 
 // attempt is one payment the order started at its provider (or, n 0, one
@@ -425,7 +429,8 @@ func (o *order) startPayment(ctx workflow.Context, req PayRequest) (OrderState, 
 // awaiting is the pay update's answer while the buyer pays attempt at.
 func (o *order) awaiting(at *attempt) OrderState {
 	st := o.state
-	st.Payment = &PaymentAction{Provider: o.provider.name, ID: at.p.ID, RedirectURL: at.p.RedirectURL, ClientSecret: at.p.ClientSecret}
+	st.Payment = &PaymentAction{Provider: o.provider.name, ID: at.p.ID, RedirectURL: at.p.RedirectURL, ClientSecret: at.p.ClientSecret,
+		Sealed: at.p.SealedAction}
 	return st
 }
 

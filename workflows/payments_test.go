@@ -62,9 +62,10 @@ func newPayEnv(t *testing.T, fail map[string]step) (*testsuite.TestWorkflowEnvir
 				return payment.Payment{}, err
 			}
 		}
+		// As the activity answers: the hosted page sealed, never plain.
 		id := fmt.Sprintf("pay-%d", in.Attempt)
 		return payment.Payment{Provider: in.Provider, ID: id, OrderID: in.Ref.OrderID, Amount: orderMoney, State: payment.Pending,
-			RedirectURL: "https://pay.example/checkout/" + id}, nil
+			SealedAction: sealedPage(id)}, nil
 	})
 	env.OnActivity("CancelPayment", mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.PaymentRefIn) (payment.Payment, error) {
 		s.record(ctx, "CancelPayment")
@@ -108,14 +109,19 @@ func newPayEnv(t *testing.T, fail map[string]step) (*testsuite.TestWorkflowEnvir
 // payIn is the input of an order paid at the fake provider.
 var payIn = OrderInput{Order: testRef, PaymentTimeout: 10 * time.Minute, Provider: "fake", PaymentGrace: 2 * time.Minute}
 
+// sealedPage stands for the sealed client action of payment id: the
+// workflow passes it on as it is, and never opens it.
+func sealedPage(id string) string { return "v1.sealed-page-of-" + id }
+
 // wantPayment expects the pay update to answer the order still awaiting
-// payment, with the payment attempt id to complete.
+// payment, with the payment attempt id to complete, its client action
+// sealed as StartPayment answered it.
 func wantPayment(t *testing.T, id string) expect {
 	return func(t *testing.T, o outcome) {
 		t.Helper()
 		if o.rejected != nil || o.err != nil || !o.accepted || o.state.Status != domain.StatusAwaitingPayment ||
 			o.state.Payment == nil || o.state.Payment.ID != id || o.state.Payment.Provider != "fake" ||
-			o.state.Payment.RedirectURL != "https://pay.example/checkout/"+id {
+			o.state.Payment.Sealed != sealedPage(id) || o.state.Payment.RedirectURL != "" {
 			t.Errorf("pay outcome = %+v (payment %+v), want AWAITING_PAYMENT with payment %s", o, o.state.Payment, id)
 		}
 	}

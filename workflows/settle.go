@@ -44,7 +44,7 @@ const SettleUnknownOrder = "settle-unknown-order"
 // pay; a client secret) is no settlement's business, and is kept out of
 // the history.
 func StartSettle(ctx context.Context, tc client.Client, ev PaymentEvent) (started bool, _ error) {
-	ev.Payment.RedirectURL, ev.Payment.ClientSecret = "", ""
+	ev.Payment = ev.Payment.WithoutClientAction()
 	_, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                    SettleWorkflowID(ev.Provider, ev.Payment.ID),
 		TaskQueue:             TaskQueue,

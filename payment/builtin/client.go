@@ -40,8 +40,9 @@ type ClientConfig struct {
 // Client is the adapter: payment.Provider over the Service's HTTP API, as
 // an adapter of a provider elsewhere would be (docs/design.md §4.10).
 type Client struct {
-	cfg  ClientConfig
-	base *url.URL
+	cfg    ClientConfig
+	base   *url.URL
+	sealer *payment.Sealer
 }
 
 var _ payment.Provider = (*Client)(nil)
@@ -64,7 +65,11 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if cfg.Tolerance <= 0 {
 		cfg.Tolerance = 5 * time.Minute
 	}
-	return &Client{cfg: cfg, base: base}, nil
+	sealer, err := payment.NewSealer(Name, cfg.SecretKey)
+	if err != nil {
+		return nil, fmt.Errorf("builtin payments client: %w", err)
+	}
+	return &Client{cfg: cfg, base: base, sealer: sealer}, nil
 }
 
 // APIError is the service's answer to a refused call, wrapped in the
@@ -84,6 +89,10 @@ func (e *APIError) Error() string {
 
 // Name is "builtin".
 func (c *Client) Name() string { return Name }
+
+// Sealer seals the hosted pages' URLs, with a key derived from the secret
+// key: the api and the worker share it.
+func (c *Client) Sealer() *payment.Sealer { return c.sealer }
 
 // Create creates a payment, idempotent by req.Key.
 func (c *Client) Create(ctx context.Context, req payment.CreateRequest) (payment.Payment, error) {

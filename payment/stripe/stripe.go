@@ -107,6 +107,7 @@ type Provider struct {
 	secretKey     string
 	webhookSecret string
 	tolerance     time.Duration
+	sealer        *payment.Sealer
 }
 
 var _ payment.Provider = (*Provider)(nil)
@@ -140,7 +141,12 @@ func New(cfg Config) (*Provider, error) {
 	if tolerance <= 0 {
 		tolerance = defaultTolerance
 	}
+	sealer, err := payment.NewSealer(Name, cfg.SecretKey)
+	if err != nil {
+		return nil, fmt.Errorf("stripe: %w", err)
+	}
 	return &Provider{
+		sealer:        sealer,
 		client:        stripego.NewClient(cfg.SecretKey, stripego.WithBackends(stripego.NewBackendsWithConfig(bc))),
 		secretKey:     cfg.SecretKey,
 		webhookSecret: cfg.WebhookSecret,
@@ -149,6 +155,12 @@ func New(cfg Config) (*Provider, error) {
 }
 
 func (p *Provider) Name() string { return Name }
+
+// Sealer seals the intents' client secrets, with a key derived from the
+// secret key. An api and a worker given different keys (restricted keys
+// of their own) cannot open each other's seals: every pay then reads the
+// intent from Stripe again (docs/design.md §4.10).
+func (p *Provider) Sealer() *payment.Sealer { return p.sealer }
 
 // Metadata keys on every intent seckill creates: a notification or a
 // reconciliation finds the order from the intent alone.
