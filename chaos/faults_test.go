@@ -176,7 +176,7 @@ func TestAPIKilledBetweenReserveAndStart(t *testing.T) {
 	c.waitFor(survivor, "every order written", func(st bench.Stats) bool { return st.Orders["AWAITING_PAYMENT"] == units })
 	reclaimed := time.Since(killed)
 	for id, tok := range orders {
-		if _, err := client.New(survivor, tok, nil).Pay(ctx, id); err != nil {
+		if err := payAtProvider(ctx, client.New(survivor, tok, nil), id); err != nil {
 			t.Fatalf("pay %s: %v", id, err)
 		}
 	}
