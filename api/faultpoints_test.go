@@ -448,18 +448,19 @@ var faultCases = map[fault.Point]faultCase{
 		}
 		s.settle(l, sale)
 	},
-	fault.AdmissionLost:       lostCase(fault.AdmissionLost),
-	fault.AdmissionReadmitted: lostCase(fault.AdmissionReadmitted),
-	fault.AdmissionRecovered:  lostCase(fault.AdmissionRecovered),
-	fault.RetireKeys:          retireCase(fault.RetireKeys),
-	fault.RetireUnlist:        retireCase(fault.RetireUnlist),
-	fault.ProbeLock:           probeCase(fault.ProbeLock),
-	fault.ProbeJobs:           probeCase(fault.ProbeJobs),
-	fault.ProbeTake:           probeCase(fault.ProbeTake),
-	fault.ProbeStart:          probeCase(fault.ProbeStart),
-	fault.ProbeDelete:         probeCase(fault.ProbeDelete),
-	fault.PaymentSignal:       paySignalCase,
-	fault.PaymentSettle:       paySettleCase,
+	fault.AdmissionLost:          lostCase(fault.AdmissionLost),
+	fault.AdmissionReadmitted:    lostCase(fault.AdmissionReadmitted),
+	fault.AdmissionRecovered:     lostCase(fault.AdmissionRecovered),
+	fault.RetireKeys:             retireCase(fault.RetireKeys),
+	fault.RetireUnlist:           retireCase(fault.RetireUnlist),
+	fault.ProbeLock:              probeCase(fault.ProbeLock),
+	fault.ProbeJobs:              probeCase(fault.ProbeJobs),
+	fault.ProbeTake:              probeCase(fault.ProbeTake),
+	fault.ProbeStart:             probeCase(fault.ProbeStart),
+	fault.ProbeDelete:            probeCase(fault.ProbeDelete),
+	fault.PaymentSignal:          paySignalCase,
+	fault.PaymentSettle:          paySettleCase,
+	fault.ReconcilePaymentSettle: payReconcileCase,
 }
 
 // paySignalCase: a buyer pays at the built-in provider; its capture's
@@ -532,6 +533,55 @@ func paySettleCase(t *testing.T, s *system, m mode, cfg api.Config) {
 		t.Fatalf("settle workflow: %q, %v; want refunded", did, err)
 	}
 	s.sentAgain(pay.ID, m, stoppedAt)
+	s.checkOneRefund(pay.ID)
+	s.settle(l, sale)
+}
+
+// payReconcileCase: a capture comes after its order was cancelled and its
+// workflow closed, and its notification is held at the provider; the
+// reconciliation's pass starts the payment's PaymentSettleWorkflow and
+// fails or stops right after. The workflow refunds the capture, the next
+// pass finds it settled and starts nothing, and the notification, let go,
+// finds the workflow too: one settlement, one refund.
+func payReconcileCase(t *testing.T, s *system, m mode, _ api.Config) {
+	ctx := context.Background()
+	sale, l := s.openSale(3), newLedger()
+	id := s.sold(l, sale, "rex")
+	s.waitStatus(id, "rex", domain.StatusAwaitingPayment)
+	pay := s.startPayment(id, "rex")
+	if r := s.do("POST", "/v1/orders/"+id+"/cancel", s.token("rex", auth.RoleBuyer), nil); r.status != http.StatusOK {
+		t.Fatalf("cancel: %d %s", r.status, r.body)
+	}
+	s.waitClosed("order-" + id)
+	if err := s.payService.SetControls(builtin.Controls{NotifyHold: true}); err != nil {
+		t.Fatal(err)
+	}
+	release := sync.OnceFunc(func() { _ = s.payService.SetControls(builtin.Controls{}) })
+	t.Cleanup(release)
+	if _, err := s.payService.CaptureLate(ctx, pay.ID); err != nil {
+		t.Fatal(err)
+	}
+	rc := &reconcile.Reconciler{Store: s.store, Stock: s.stock, Temporal: s.tc, Providers: s.payments, SettleMargin: time.Nanosecond}
+	before := fault.Hits(fault.ReconcilePaymentSettle)
+	arm(t, fault.ReconcilePaymentSettle, m)
+	inGoroutine(func() { _, _ = rc.Payments(ctx) })
+	hit(t, fault.ReconcilePaymentSettle, before)
+	s.waitRefunded(id, "rex", domain.StatusCancelled, "late: the order had ended CANCELLED")
+	reps, err := rc.Payments(ctx)
+	for _, r := range reps {
+		for _, f := range r.Settling {
+			err = errors.Join(err, fmt.Errorf("the next pass started %s's settle workflow again", f.PaymentID))
+		}
+	}
+	if err != nil {
+		t.Fatalf("the next pass: %v", err)
+	}
+	release()
+	s.delivered(pay.ID, "payment.captured")
+	var did workflows.Settlement
+	if err := s.tc.GetWorkflow(ctx, workflows.SettleWorkflowID(builtin.Name, pay.ID), "").Get(ctx, &did); err != nil || did != workflows.SettleRefunded {
+		t.Fatalf("settle workflow: %q, %v; want refunded", did, err)
+	}
 	s.checkOneRefund(pay.ID)
 	s.settle(l, sale)
 }
@@ -936,9 +986,10 @@ func retireCase(p fault.Point) faultCase {
 	}
 }
 
-// paymentPath is the Path of the fault points whose cases need orders
+// paysAtProvider: the fault points of the payment paths ("payment
+// notification", "payment reconciliation") have cases that need orders
 // paid at the built-in provider.
-const paymentPath = "payment notification"
+func paysAtProvider(info fault.Info) bool { return strings.HasPrefix(info.Path, "payment ") }
 
 // TestFaultPoints runs both cases of every point on one system, those of
 // the payment notification on a second one whose orders pay at the
@@ -955,7 +1006,7 @@ func TestFaultPoints(t *testing.T) {
 			continue
 		}
 		s := plain
-		if info.Path == paymentPath {
+		if paysAtProvider(info) {
 			if paying == nil {
 				paying = start(t, options{cfg: cfg, builtinPay: true})
 			}
@@ -1042,7 +1093,8 @@ func TestEveryWriteIsAFaultPoint(t *testing.T) {
 		`\.RememberAdmissions\(|\.Fenced\(ctx|\.MarkAdmissionLost\(|\.MarkAdmissionRecovered\(|Stock\.Reserve\(|` +
 		`\.SignalWorkflow\(|Temporal\.ExecuteWorkflow\(|\.StartSettle\(`)
 	for _, file := range []string{"orders/purchase.go", "relay/relay.go", "stock/stock.go", "stock/retire.go",
-		"api/operator.go", "reconcile/reconcile.go", "reconcile/stranded.go", "api/probe.go", "relay/probe.go", "api/payments.go"} {
+		"api/operator.go", "reconcile/reconcile.go", "reconcile/stranded.go", "api/probe.go", "relay/probe.go", "api/payments.go",
+		"reconcile/payments.go"} {
 		lines := strings.Split(src(file), "\n")
 		for i, line := range lines {
 			code := strings.TrimSpace(line)

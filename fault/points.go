@@ -59,6 +59,9 @@ const (
 	// payment notification: api's POST /v1/payments/{provider}/notify
 	PaymentSignal Point = "payment.signal"
 	PaymentSettle Point = "payment.settle"
+
+	// payment reconciliation: a worker's pass over the providers' records (reconcile/payments.go)
+	ReconcilePaymentSettle Point = "reconcile.payments.settle"
 )
 
 // Info describes a point for docs/reliability.md.
@@ -140,6 +143,8 @@ var Points = []Info{
 		"the provider has no 2xx and sends the notification again (the built-in provider from its outbox, Stripe for days); the workflow acts on an event id once, and once it has closed the repeat goes to the payment's PaymentSettleWorkflow, which keeps a capture that paid the order and refunds any other"},
 	{PaymentSettle, "payment notification", "Temporal: the PaymentSettleWorkflow of an event whose order's workflow had closed started",
 		"the workflow runs and refunds the late capture; the provider sends the notification again, and its start finds the payment's workflow started (RejectDuplicate) and answers 200: one settlement, one refund at the provider"},
+	{ReconcilePaymentSettle, "payment reconciliation", "Temporal: the PaymentSettleWorkflow of a capture no order kept, started by the pass",
+		"the workflow runs and refunds the capture; the next pass finds the payment's workflow started and counts the capture settled, and the notification that comes late finds it too: one settlement, one refund at the provider"},
 }
 
 // lookup returns the point's Info.

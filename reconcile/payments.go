@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/domain"
+	"github.com/seckill/seckill/fault"
 	"github.com/seckill/seckill/payment"
 	"github.com/seckill/seckill/workflows"
 )
@@ -223,6 +224,11 @@ func (rc *Reconciler) providerPass(ctx context.Context, prov payment.Provider, f
 			continue
 		}
 		started, err := rc.settle(ctx, prov.Name(), c)
+		if err == nil {
+			// Started, and the pass fails or stops: the workflow refunds
+			// the capture, and the next pass finds it started.
+			err = fault.Hit(fault.ReconcilePaymentSettle)
+		}
 		if err != nil {
 			errs = errors.Join(errs, err)
 			continue
@@ -252,6 +258,7 @@ func (rc *Reconciler) providerPass(ctx context.Context, prov payment.Provider, f
 // completed before.
 func (rc *Reconciler) settle(ctx context.Context, provider string, c payment.Payment) (started bool, _ error) {
 	ev := workflows.PaymentEvent{EventID: "reconcile-" + c.ID, Provider: provider, Payment: c, At: time.Now()}
+	// fault: providerPass hits reconcile.payments.settle once this returns.
 	return workflows.StartSettle(ctx, rc.Temporal, ev)
 }
 
