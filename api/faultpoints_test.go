@@ -508,14 +508,7 @@ func paySignalCase(t *testing.T, s *system, m mode, cfg api.Config) {
 // start finds the workflow started, and the capture is refunded once.
 func paySettleCase(t *testing.T, s *system, m mode, cfg api.Config) {
 	ctx := context.Background()
-	sale, l := s.openSale(3), newLedger()
-	id := s.sold(l, sale, "lia")
-	s.waitStatus(id, "lia", domain.StatusAwaitingPayment)
-	pay := s.startPayment(id, "lia")
-	if r := s.do("POST", "/v1/orders/"+id+"/cancel", s.token("lia", auth.RoleBuyer), nil); r.status != http.StatusOK {
-		t.Fatalf("cancel: %d %s", r.status, r.body)
-	}
-	s.waitClosed("order-" + id)
+	sale, l, id, pay := s.cancelledWithPayment("lia")
 	before := fault.Hits(fault.PaymentSettle)
 	stopped := arm(t, fault.PaymentSettle, m)
 	if _, err := s.payService.CaptureLate(ctx, pay.ID); err != nil {
@@ -537,6 +530,22 @@ func paySettleCase(t *testing.T, s *system, m mode, cfg api.Config) {
 	s.settle(l, sale)
 }
 
+// cancelledWithPayment sells user an order of a new sale, starts its
+// payment at the provider, cancels it and waits until its workflow has
+// closed: a capture of that payment now comes late.
+func (s *system) cancelledWithPayment(user string) (sale string, l *ledger, id string, pay *wire.PaymentAction) {
+	s.t.Helper()
+	sale, l = s.openSale(3), newLedger()
+	id = s.sold(l, sale, user)
+	s.waitStatus(id, user, domain.StatusAwaitingPayment)
+	pay = s.startPayment(id, user)
+	if r := s.do("POST", "/v1/orders/"+id+"/cancel", s.token(user, auth.RoleBuyer), nil); r.status != http.StatusOK {
+		s.t.Fatalf("cancel: %d %s", r.status, r.body)
+	}
+	s.waitClosed("order-" + id)
+	return sale, l, id, pay
+}
+
 // payReconcileCase: a capture comes after its order was cancelled and its
 // workflow closed, and its notification is held at the provider; the
 // reconciliation's pass starts the payment's PaymentSettleWorkflow and
@@ -545,14 +554,7 @@ func paySettleCase(t *testing.T, s *system, m mode, cfg api.Config) {
 // finds the workflow too: one settlement, one refund.
 func payReconcileCase(t *testing.T, s *system, m mode, _ api.Config) {
 	ctx := context.Background()
-	sale, l := s.openSale(3), newLedger()
-	id := s.sold(l, sale, "rex")
-	s.waitStatus(id, "rex", domain.StatusAwaitingPayment)
-	pay := s.startPayment(id, "rex")
-	if r := s.do("POST", "/v1/orders/"+id+"/cancel", s.token("rex", auth.RoleBuyer), nil); r.status != http.StatusOK {
-		t.Fatalf("cancel: %d %s", r.status, r.body)
-	}
-	s.waitClosed("order-" + id)
+	sale, l, id, pay := s.cancelledWithPayment("rex")
 	if err := s.payService.SetControls(builtin.Controls{NotifyHold: true}); err != nil {
 		t.Fatal(err)
 	}
