@@ -32,6 +32,7 @@ import (
 	"github.com/seckill/seckill/orderid"
 	"github.com/seckill/seckill/payment"
 	"github.com/seckill/seckill/payment/builtin"
+	"github.com/seckill/seckill/payment/stripe"
 	"github.com/seckill/seckill/push"
 	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
@@ -71,6 +72,9 @@ type options struct {
 	// builtinPay: orders pay at the built-in provider, served by the api
 	// under /pay/ with its test controls on.
 	builtinPay bool
+	// stripePay: orders pay at Stripe, as the Stripe adapter sees it
+	// against stripe-mock (testenv.StripeMockURL).
+	stripePay bool
 	// metrics: the worker's saga series and its workflows' counters
 	// (worker.MetricsHandler) are registered there, as in seckill worker.
 	metrics *prometheus.Registry
@@ -121,6 +125,10 @@ func start(t *testing.T, o options) *system {
 		o.cfg.PaymentProvider = builtin.Name
 		o.cfg.PayReturnURL = s.url + "/"
 	}
+	if o.stripePay {
+		s.startStripePay()
+		o.cfg.PaymentProvider = stripe.Name
+	}
 	if o.metrics != nil {
 		tc, err := client.NewLazyClient(client.Options{HostPort: s.temporal.Address(),
 			MetricsHandler: worker.MetricsHandler(nil, o.metrics)})
@@ -168,6 +176,24 @@ func (s *system) startBuiltinPay() {
 		s.t.Fatal(err)
 	}
 	s.payService, s.payments = svc, map[string]payment.Provider{builtin.Name: c}
+}
+
+// The Stripe adapter's secrets in the tests: stripe-mock takes any key of
+// the right shape, and the notifications are signed with the webhook one.
+const (
+	stripeSecretKey     = "sk_test_seckillNotARealKey0123456789"
+	stripeWebhookSecret = "whsec_seckillNotARealSecret"
+)
+
+// startStripePay makes the Stripe adapter, against stripe-mock, the
+// provider of the worker and the api.
+func (s *system) startStripePay() {
+	s.t.Helper()
+	p, err := stripe.New(stripe.Config{SecretKey: stripeSecretKey, WebhookSecret: stripeWebhookSecret, URL: testenv.StripeMockURL(s.t)})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.payments = map[string]payment.Provider{stripe.Name: p}
 }
 
 // admissionOnly is the api over real Postgres and Redis with a Temporal

@@ -10,6 +10,8 @@
 //	                           --databases 1024, as .ci/run starts it; see Redis)
 //	SECKILL_BIN                a seckill binary (plain build) whose `temporal` command runs the dev
 //	                           server; unset, the tests build one on first use (see Binary)
+//	STRIPE_MOCK_URL            base URL of a stripe-mock of StripeMockVersion; unset, the tests build and
+//	                           start one on first use (see StripeMockURL)
 //	SECKILL_REQUIRE_SERVICES=1 a missing service fails the test instead of skipping it (CI sets it)
 package testenv
 

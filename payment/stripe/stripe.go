@@ -53,7 +53,7 @@ const Name = "stripe"
 // APIVersion is the Stripe API version this adapter speaks: the library's,
 // sent on every request. Webhook endpoints are created with it (see
 // Verify), and the tests run stripe-mock built from the same OpenAPI
-// version (mock_test.go).
+// version (internal/testenv.StripeMockVersion).
 const APIVersion = stripego.APIVersion
 
 // Config is what the adapter needs; the command wiring fills it from the

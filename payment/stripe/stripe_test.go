@@ -14,6 +14,7 @@ import (
 
 	stripego "github.com/stripe/stripe-go/v83"
 
+	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/payment"
 )
 
@@ -91,7 +92,7 @@ func newProvider(t *testing.T, baseURL string) (*Provider, *recorder) {
 
 func mockProvider(t *testing.T) (*Provider, *recorder) {
 	t.Helper()
-	return newProvider(t, stripeMockURL(t))
+	return newProvider(t, testenv.StripeMockURL(t))
 }
 
 // wantForm checks the request's form fields.
