@@ -86,6 +86,13 @@ func (s *Server) paymentNotify(ctx context.Context, in *notifyInput) (*notifyOut
 		return nil, problem(http.StatusBadRequest, wire.CodeBadRequest, "the notification was signed too long ago")
 	case errors.Is(err, payment.ErrIgnored):
 		return &notifyOutput{wire.PaymentNotified{Received: true}}, nil
+	case errors.Is(err, payment.ErrNotReadable):
+		// Signed by the provider, and not to be lost: a 5xx, so that it is
+		// sent again once the operator has fixed what this says.
+		slog.ErrorContext(ctx, "payment notification not readable as configured: fix the configuration, the provider sends it again",
+			"provider", in.Provider, "err", err)
+		return nil, problem(http.StatusServiceUnavailable, wire.CodeUnavailable,
+			"the notification is signed, but this deployment cannot read it as configured; send it again later")
 	case err != nil:
 		slog.WarnContext(ctx, "payment notification refused: unreadable", "provider", in.Provider, "err", err)
 		return nil, problem(http.StatusBadRequest, wire.CodeBadRequest, "the notification could not be read")

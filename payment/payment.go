@@ -168,6 +168,12 @@ var (
 	ErrStale = errors.New("payment notification too old")
 	// ErrIgnored: a verified notification of a kind seckill does not act on.
 	ErrIgnored = errors.New("payment notification of a kind not acted on")
+	// ErrNotReadable: a verified notification this deployment cannot read
+	// safely as configured (Stripe: an event of another API release
+	// train). The endpoint answers 5xx, so the provider sends it again
+	// while the operator fixes the configuration: acting on a misreading
+	// could move money wrongly, and a 2xx would lose it.
+	ErrNotReadable = errors.New("payment notification this deployment cannot read as configured")
 )
 
 // RateLimitedError is the provider's 429: try again after RetryAfter (zero

@@ -24,8 +24,8 @@ const defaultTolerance = webhook.DefaultTolerance
 // release train than the library's (APIVersion's part after the dot:
 // "2025-09-30.clover" is train clover). Within a train Stripe only adds
 // fields; across trains an object can change shape, and the library refuses
-// to trust its own decoding. So does the adapter: a notification endpoint
-// answers it with a 5xx, Stripe retries for up to three days, and the
+// to trust its own decoding. So does the adapter (payment.ErrNotReadable):
+// the notification endpoint answers it 503, Stripe retries for up to three days, and the
 // operator recreates the webhook endpoint with api_version set to
 // APIVersion meanwhile. Accepting it could misread a payment; ignoring it
 // would lose it.
@@ -74,8 +74,8 @@ func (p *Provider) Verify(header http.Header, body []byte, now time.Time) (payme
 		return payment.Event{}, fmt.Errorf("stripe: notification: %w: %w", payment.ErrRejected, err)
 	}
 	if !sameTrain(ev.APIVersion, stripego.APIVersion) {
-		return payment.Event{}, fmt.Errorf("stripe: event %s: %w: %s, the adapter speaks %s",
-			ev.ID, ErrAPIVersion, ev.APIVersion, stripego.APIVersion)
+		return payment.Event{}, fmt.Errorf("stripe: event %s: %w (%w): %s, the adapter speaks %s",
+			ev.ID, ErrAPIVersion, payment.ErrNotReadable, ev.APIVersion, stripego.APIVersion)
 	}
 	out := payment.Event{ID: ev.ID, At: time.Unix(ev.Created, 0).UTC()}
 	if ev.Data == nil {
