@@ -370,7 +370,11 @@ func record(fault, behaviour string, r bench.Result, audit string) {
 	if r.Lost != nil {
 		lost = fmt.Sprintf("lost %d of %d 202s", r.Lost.Lost, r.Lost.Checked)
 	}
-	verdict := "clean (oversold 0, " + lost + ", leaked 0, no workflow running, every capture kept by its PAID order or refunded once)"
+	money := ""
+	if strings.Contains(audit, "money: ") {
+		money = ", every capture kept by its PAID order or refunded once"
+	}
+	verdict := "clean (oversold 0, " + lost + ", leaked 0, no workflow running" + money + ")"
 	if !strings.Contains(audit, "OK: every invariant holds") || r.Lost == nil || r.Lost.Lost > 0 {
 		verdict = "VIOLATED (" + lost + ")"
 	}
