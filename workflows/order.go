@@ -214,7 +214,7 @@ func (o *order) pay(ctx workflow.Context) (OrderState, error) {
 		// In this workflow task, once: the update that decided, the row and
 		// the close then take one task. A failure (the database down or
 		// slow) is left to the ordinary activity below.
-		lctx := workflow.WithLocalActivityOptions(ctx, payOnceOptions)
+		lctx := workflow.WithLocalActivityOptions(ctx, tryOnceOptions)
 		if err := workflow.ExecuteLocalActivity(lctx, name, arg).Get(ctx, nil); err == nil {
 			o.set(ctx, domain.StatusPaid, "")
 			return o.state, nil
@@ -285,8 +285,18 @@ func (o *order) end(ctx workflow.Context, status domain.Status, reason string) (
 		return o.endInSteps(dctx, cctx, finish)
 	}
 	var final domain.Status
-	if err := workflow.ExecuteActivity(cctx, a.EndOrder, finish).Get(cctx, &final); err != nil {
-		return o.state, err // unreachable with unlimited retries
+	ended := false
+	if o.localEnd {
+		// In this workflow task, once, as a decided payment is recorded
+		// (pay). A failure (the database down or slow) is left to the
+		// ordinary activity below, retried until it succeeds.
+		lctx := workflow.WithLocalActivityOptions(dctx, tryOnceOptions)
+		ended = workflow.ExecuteLocalActivity(lctx, endOrder, finish).Get(lctx, &final) == nil
+	}
+	if !ended {
+		if err := workflow.ExecuteActivity(cctx, a.EndOrder, finish).Get(cctx, &final); err != nil {
+			return o.state, err // unreachable with unlimited retries
+		}
 	}
 	o.written = true
 	switch {

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -121,9 +120,16 @@ func newEnv(t *testing.T, fail map[string]step) (*testsuite.TestWorkflowEnvironm
 	})
 	// EndOrder's steps, each with the behaviour a test gives that step.
 	env.OnActivity("EndOrder", mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.FinishInput) (domain.Status, error) {
+		name := "EndOrder"
+		if activity.GetInfo(ctx).IsLocalActivity {
+			name += " (local)"
+		}
 		s.mu.Lock()
-		s.activities = append(s.activities, "EndOrder")
+		s.activities = append(s.activities, name)
 		s.mu.Unlock()
+		if err := behaviour("EndOrder")(ctx); err != nil {
+			return "", err // before any step: the database refused it
+		}
 		s.step("FinishOrder")
 		if err := behaviour("FinishOrder")(ctx); err != nil {
 			return "", err
@@ -389,18 +395,39 @@ func TestResetRunOfAnEndedOrderEndsAsTheRow(t *testing.T) {
 	}
 }
 
+// failOnce is a step that fails its first run, as a database that refuses
+// one transaction does, and succeeds after.
+func failOnce() step {
+	var failed atomic.Bool
+	return func(context.Context) error {
+		if failed.CompareAndSwap(false, true) {
+			return errors.New("the database is down")
+		}
+		return nil
+	}
+}
+
 // From VersionOneStepEnd an ending is one activity, EndOrder, where it
-// was three; workflows started before keep the three.
+// was three; workflows started before keep the three. From VersionLocalEnd
+// EndOrder runs first as a local activity in the deciding workflow task;
+// if that attempt fails, the ordinary activity of version 5 ends the
+// order, and the steps still run once.
 func TestEndingActivitiesByVersion(t *testing.T) {
 	for _, tc := range []struct {
+		name string
 		v    workflow.Version
+		fail map[string]step
 		want []string
 	}{
-		{VersionPaidWhilePlacing, []string{"PlaceOrder (local)", "FinishOrder", "RestoreStock", "ReleaseReservation"}},
-		{VersionOneStepEnd, []string{"PlaceOrder (local)", "EndOrder"}},
+		{"version 4", VersionPaidWhilePlacing, nil, []string{"PlaceOrder (local)", "FinishOrder", "RestoreStock", "ReleaseReservation"}},
+		{"version 5", VersionOneStepEnd, nil, []string{"PlaceOrder (local)", "EndOrder"}},
+		{"version 7", VersionPayments, nil, []string{"PlaceOrder (local)", "EndOrder"}},
+		{"version 8", VersionLocalEnd, nil, []string{"PlaceOrder (local)", "EndOrder (local)"}},
+		{"version 8, the local attempt fails", VersionLocalEnd, map[string]step{"EndOrder": failOnce()},
+			[]string{"PlaceOrder (local)", "EndOrder (local)", "EndOrder"}},
 	} {
-		t.Run(fmt.Sprint("version ", tc.v), func(t *testing.T) {
-			env, s := newEnv(t, nil)
+		t.Run(tc.name, func(t *testing.T) {
+			env, s := newEnv(t, tc.fail)
 			env.OnGetVersion(VersionUpdates, workflow.DefaultVersion, latestVersion).Return(tc.v)
 			env.RegisterDelayedCallback(func() { update(t, env, UpdateCancel, wantState(t, domain.StatusCancelled), CancelRequest{}) }, time.Minute)
 			if st := run(t, env, OrderInput{Order: testRef}); st.Status != domain.StatusCancelled {
@@ -416,15 +443,6 @@ func TestEndingActivitiesByVersion(t *testing.T) {
 // workflow task; if that attempt fails, the ordinary activity of earlier
 // versions records it. Version 5 runs the ordinary activity only.
 func TestPayActivitiesByVersion(t *testing.T) {
-	failOnce := func() step {
-		var failed atomic.Bool
-		return func(context.Context) error {
-			if failed.CompareAndSwap(false, true) {
-				return errors.New("the database is down")
-			}
-			return nil
-		}
-	}
 	for _, tc := range []struct {
 		name string
 		v    workflow.Version

@@ -244,7 +244,7 @@ func TestDeadlineCancelsThePendingPayment(t *testing.T) {
 			if tc.want == domain.StatusPaid {
 				equal(t, "activities", s.activities, []string{"PlaceOrder (local)", "StartPayment", "CancelPayment", "MarkPaidWith (local)"})
 			} else {
-				equal(t, "activities", s.activities, []string{"PlaceOrder (local)", "StartPayment", "CancelPayment", "EndOrder"})
+				equal(t, "activities", s.activities, []string{"PlaceOrder (local)", "StartPayment", "CancelPayment", "EndOrder (local)"})
 			}
 		})
 	}

@@ -37,9 +37,10 @@ var (
 			MaximumAttempts:    0, // until it succeeds
 		},
 	}
-	// A decided payment's first try (VersionLocalPay): once, inside the
-	// workflow task; a failure falls back to the ordinary activity.
-	payOnceOptions = workflow.LocalActivityOptions{
+	// A decided payment's first try (VersionLocalPay), and a decided
+	// ending's (VersionLocalEnd): once, inside the workflow task; a
+	// failure falls back to the ordinary activity.
+	tryOnceOptions = workflow.LocalActivityOptions{
 		StartToCloseTimeout: 5 * time.Second,
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
 	}
@@ -107,6 +108,7 @@ const (
 	createOrder = "CreateOrder"
 	placeOrder  = "PlaceOrder"
 	markPaid    = "MarkPaid"
+	endOrder    = "EndOrder"
 	// markPaidWith is MarkPaid with the provider's payment
 	// (VersionPayments).
 	markPaidWith = "MarkPaidWith"

@@ -26,6 +26,8 @@ import "go.temporal.io/sdk/workflow"
 //     decides PAID, the deadline cancels the payment at the provider, and
 //     a capture the order does not keep is refunded. Without a provider
 //     it is version 6.
+//   - 8, VersionLocalEnd: EndOrder first as a local activity, in the
+//     workflow task that decided the ending (order.go, end).
 //
 // A new era adds its constant here, raises latestVersion, and gates its new
 // commands on its flag in era.
@@ -105,8 +107,21 @@ const VersionLocalPay workflow.Version = 6
 // runs version 6's commands.
 const VersionPayments workflow.Version = 7
 
+// VersionLocalEnd is version 8: an order that ends without a sale
+// (expired, cancelled, failed) is ended first by a local activity,
+// EndOrder, in the workflow task that decided the ending (the cancel
+// update's, the timer's, or the failed step's), so that its update, its
+// row, the unit's return and its close are one workflow task where they
+// were two with an activity task between them. One attempt only: if it
+// fails, the ordinary EndOrder activity of version 5 ends the order,
+// retried until it succeeds (docs/design.md §4.4), so a long database
+// outage and the Web UI's actions meet the same pending activity as
+// before. It is version 6's pay applied to the ending, and changes the
+// command sequence of every ending.
+const VersionLocalEnd workflow.Version = 8
+
 // latestVersion is the version new workflows start at.
-const latestVersion = VersionPayments
+const latestVersion = VersionLocalEnd
 
 // era is what the version a workflow started at decides.
 type era struct {
@@ -119,12 +134,12 @@ type era struct {
 	// VersionLocalPay or later.
 	paidWhilePlacing, oneStepEnd, localPay bool
 	// payments: started at VersionPayments or later (an order with a
-	// provider then pays at it).
-	payments bool
+	// provider then pays at it); localEnd: at VersionLocalEnd or later.
+	payments, localEnd bool
 }
 
 func eraOf(v workflow.Version) era {
 	return era{v1: v >= 1, lean: v >= VersionLeanSaga, strictDeadline: v >= VersionDeadline,
 		paidWhilePlacing: v >= VersionPaidWhilePlacing, oneStepEnd: v >= VersionOneStepEnd, localPay: v >= VersionLocalPay,
-		payments: v >= VersionPayments}
+		payments: v >= VersionPayments, localEnd: v >= VersionLocalEnd}
 }
