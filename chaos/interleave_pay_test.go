@@ -390,13 +390,7 @@ func (r *interleave) checkMoney(ctx context.Context, f *final, v *violations) {
 		if len(v.examples[catMoney+"\x00"+kind]) >= 3 {
 			return ""
 		}
-		var b strings.Builder
-		for _, a := range f.answers {
-			if a.order == id || (a.op == "purchase" && a.orderID == id) {
-				b.WriteString("\n      " + a.String())
-			}
-		}
-		return b.String() + r.history(id)
+		return r.storyOf(f, id)
 	}
 	byOrder := map[int64][]providerPayment{}
 	for _, p := range money {
@@ -456,6 +450,18 @@ func (r *interleave) checkMoney(ctx context.Context, f *final, v *violations) {
 	for _, c := range r.reconciledCaptures {
 		v.notes["a capture neither kept nor refunded once every notification was delivered (the reconciliation refunded it): "+c]++
 	}
+}
+
+// storyOf is order id's story for a violation's report: every answer
+// about it, then its workflow's runs.
+func (r *interleave) storyOf(f *final, id int64) string {
+	var b strings.Builder
+	for _, a := range f.answers {
+		if a.order == id || (a.op == "purchase" && a.orderID == id) {
+			b.WriteString("\n      " + a.String())
+		}
+	}
+	return b.String() + r.history(id)
 }
 
 // paymentOf reads the payment of a pay's answer: its id and hosted page.

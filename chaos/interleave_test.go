@@ -1177,8 +1177,8 @@ func (r *interleave) checkTransitions(f *final, v *violations) {
 		as := pays[id]
 		if !r.sale(row.sale).free {
 			if row.paymentID != "" && !slices.Contains(handed[id], row.paymentID) {
-				v.add(catWrong2xx, "PAID by a payment no pay handed out", "order %d ended PAID by payment %s, which no pay answer named (they named %v)",
-					id, row.paymentID, handed[id])
+				v.add(catWrong2xx, "PAID by a payment no pay handed out", "order %d ended PAID by payment %s, which no pay answer named (they named %v)%s",
+					id, row.paymentID, handed[id], r.storyOf(f, id))
 			}
 			continue
 		}
