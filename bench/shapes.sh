@@ -79,6 +79,9 @@ run() {
   cleanup() {
     set +e
     trap - RETURN # once: not again when the caller returns, where $w is gone
+    # bash may still run it at the caller's return, the run's locals gone:
+    # then there is nothing left to clean.
+    [ -n "${w:-}" ] || return 0
     for p in "${pids[@]}"; do kill -INT "$p" 2>/dev/null; done
     for p in "${pids[@]}"; do for _ in $(seq 150); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done; kill -9 "$p" 2>/dev/null; done
     for d in "${dbs[@]}"; do psql_admin "DROP DATABASE IF EXISTS $d WITH (FORCE)" >/dev/null 2>&1; done
