@@ -102,6 +102,9 @@ type payments struct {
 	// they are done.
 	refunding int
 	signals   workflow.ReceiveChannel
+	// refundedNext holds the payments a later event of the batch being
+	// acted on says were refunded (earlierRuns).
+	refundedNext map[string]bool
 	// ctx is the workflow's context disconnected from its cancellation:
 	// a capture is kept or refunded whatever ends the order.
 	ctx workflow.Context
@@ -188,7 +191,7 @@ func (o *order) listenPayments(ctx workflow.Context, in OrderInput) {
 			if err := workflow.Await(ctx, func() bool { return o.provider.signals.Len() > 0 }); err != nil {
 				return
 			}
-			if o.state.Status == domain.StatusPending && workflow.GetVersion(ctx, changeEarlierRuns, workflow.DefaultVersion, 1) == 1 {
+			if o.state.Status == domain.StatusPending && workflow.GetVersion(ctx, changeEarlierRuns, workflow.DefaultVersion, earlierRunsRefunded) >= 1 {
 				// Heard while the order is being placed: only a run a Reset
 				// started hears a payment this early (its earlier run's
 				// signals come first). Acted on once the order is placed,
@@ -197,10 +200,23 @@ func (o *order) listenPayments(ctx workflow.Context, in OrderInput) {
 					return
 				}
 			}
-			var ev PaymentEvent
-			if o.provider.signals.ReceiveAsync(&ev) {
+			// Every signal received so far, acted on in order: nothing
+			// yields in between, so the commands are those of acting on
+			// each as it is taken. A reset run gets its earlier run's
+			// signals together, a capture with its refund after it.
+			var batch []PaymentEvent
+			for {
+				var ev PaymentEvent
+				if !o.provider.signals.ReceiveAsync(&ev) {
+					break
+				}
+				batch = append(batch, ev)
+			}
+			for i, ev := range batch {
+				o.provider.refundedNext = refundedAfter(batch[i+1:])
 				o.onPayment(ctx, ev)
 			}
+			o.provider.refundedNext = nil
 		}
 	})
 }
@@ -301,6 +317,28 @@ func (o *order) onCapture(ctx workflow.Context, at *attempt, pay payment.Payment
 // run of the same order started (a marker in those histories only).
 const changeEarlierRuns = "capture-of-an-earlier-run"
 
+// earlierRunsRefunded is the change's version 2: an earlier run's capture
+// that a later signal already heard says was refunded does not pay the
+// order. A reset run hears its earlier run's signals together, while it
+// places the order; when the earlier run had refunded the capture, version
+// 1 acted on the capture before it reached the refund and made the order
+// PAID by money the buyer had got back (TestInterleavings, seed 8086).
+const earlierRunsRefunded workflow.Version = 2
+
+// refundedAfter returns the payments that events says were refunded.
+func refundedAfter(events []PaymentEvent) map[string]bool {
+	var out map[string]bool
+	for _, ev := range events {
+		if ev.Payment.State == payment.Refunded {
+			if out == nil {
+				out = map[string]bool{}
+			}
+			out[ev.Payment.ID] = true
+		}
+	}
+	return out
+}
+
 // earlierRuns reports whether a capture this run did not start pays the
 // order all the same: it names this order, for the order's amount, and
 // comes while the order awaits payment with nothing decided and before
@@ -312,16 +350,21 @@ const changeEarlierRuns = "capture-of-an-earlier-run"
 // expiring the order would punish them for the operator's Reset. Once
 // this run has handed out a payment of its own, that is the one the buyer
 // pays, and an earlier run's capture goes back (TestInterleavings, seed
-// 1795746173716204879). Runs before this rule refunded it.
+// 1795746173716204879). Nor does one the earlier run refunded, as a later
+// signal of the same batch says (version 2). Runs before this rule
+// refunded it.
 func (o *order) earlierRuns(ctx workflow.Context, pay payment.Payment, want payment.Money) bool {
 	// An attempt of this run's is handed out as soon as it is known (one
 	// being started is not yet).
 	if slices.ContainsFunc(o.provider.attempts, func(at *attempt) bool { return at.n > 0 }) {
 		return false
 	}
-	return pay.OrderID == o.ref.OrderID && pay.Captured == want && want.Currency != "" &&
-		o.decided == "" && o.state.Status == domain.StatusAwaitingPayment &&
-		workflow.GetVersion(ctx, changeEarlierRuns, workflow.DefaultVersion, 1) == 1
+	if pay.OrderID != o.ref.OrderID || pay.Captured != want || want.Currency == "" ||
+		o.decided != "" || o.state.Status != domain.StatusAwaitingPayment {
+		return false
+	}
+	v := workflow.GetVersion(ctx, changeEarlierRuns, workflow.DefaultVersion, earlierRunsRefunded)
+	return v >= 1 && !(v >= earlierRunsRefunded && o.provider.refundedNext[pay.ID])
 }
 
 // ending is how the order ended or is ending.

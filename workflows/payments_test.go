@@ -541,24 +541,43 @@ func TestCaptureOfAnEarlierRunPaysTheOrder(t *testing.T) {
 		v        workflow.Version
 		captured payment.Money
 		ownFirst bool
-		want     domain.Status
-		refunded []string
+		// refundedToo: the earlier run had refunded the capture, and its
+		// refund's signal comes with the capture's, as a Reset
+		// re-delivers them.
+		refundedToo bool
+		want        domain.Status
+		refunded    []string
 	}{
-		{"kept", 1, orderMoney, false, domain.StatusPaid, nil},
-		{"before the rule", workflow.DefaultVersion, orderMoney, false, domain.StatusExpired, []string{"pay-earlier"}},
-		{"another amount", 1, payment.Money{Minor: 1, Currency: "EUR"}, false, domain.StatusExpired, []string{"pay-earlier"}},
-		{"after this run's own payment", 1, orderMoney, true, domain.StatusExpired, []string{"pay-earlier"}},
+		{"kept", earlierRunsRefunded, orderMoney, false, false, domain.StatusPaid, nil},
+		{"kept, version 1", 1, orderMoney, false, false, domain.StatusPaid, nil},
+		{"before the rule", workflow.DefaultVersion, orderMoney, false, false, domain.StatusExpired, []string{"pay-earlier"}},
+		{"another amount", earlierRunsRefunded, payment.Money{Minor: 1, Currency: "EUR"}, false, false, domain.StatusExpired, []string{"pay-earlier"}},
+		{"after this run's own payment", earlierRunsRefunded, orderMoney, true, false, domain.StatusExpired, []string{"pay-earlier"}},
+		// The refund under the shop's key again: the provider answers the
+		// refund it made, and the order's row records it.
+		{"refunded by the earlier run", earlierRunsRefunded, orderMoney, false, true, domain.StatusExpired, []string{"pay-earlier"}},
+		// Version 1 made the order PAID by money its buyer had got back.
+		{"refunded by the earlier run, version 1", 1, orderMoney, false, true, domain.StatusPaid, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env, _, prov := newPayEnv(t, nil)
-			env.OnGetVersion(changeEarlierRuns, workflow.DefaultVersion, workflow.Version(1)).Return(tc.v)
+			env.OnGetVersion(changeEarlierRuns, workflow.DefaultVersion, earlierRunsRefunded).Return(tc.v)
 			start := env.Now()
 			if tc.ownFirst {
 				env.RegisterDelayedCallback(func() { update(t, env, UpdatePay, wantPayment(t, "pay-1")) }, 30*time.Second)
 			}
+			signalAt := time.Minute
+			if tc.refundedToo {
+				// While the order is being placed, as a reset run hears
+				// its earlier run's signals: together.
+				signalAt = 0
+			}
 			env.RegisterDelayedCallback(func() {
 				env.SignalWorkflow(SignalPayment, event("ev-1", "pay-earlier", payment.Captured, start.Add(time.Minute), tc.captured))
-			}, time.Minute)
+				if tc.refundedToo {
+					env.SignalWorkflow(SignalPayment, event("ev-2", "pay-earlier", payment.Refunded, start.Add(time.Minute), tc.captured))
+				}
+			}, signalAt)
 			st := run(t, env, payIn)
 			if st.Status != tc.want {
 				t.Fatalf("status = %s (%s), want %s", st.Status, st.Reason, tc.want)
