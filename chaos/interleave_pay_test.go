@@ -222,15 +222,28 @@ func (r *interleave) setControls(c builtin.Controls, kind string) {
 func (r *interleave) lateCaptureLoop(rng *rand.Rand) {
 	for r.pause(time.Duration(400+rng.IntN(1600)) * time.Millisecond) {
 		ctx := context.Background()
-		rows, err := r.db.DB().QueryContext(ctx, `SELECT id FROM builtinpay_payments WHERE state = 'canceled' ORDER BY updated_at DESC LIMIT 20`)
+		rows, err := r.db.DB().QueryContext(ctx, `SELECT id FROM builtinpay_payments WHERE state = 'canceled' ORDER BY updated_at DESC LIMIT 50`)
 		if err != nil {
 			r.t.Errorf("seed %d: read cancelled payments: %v", r.seed, err)
 			return
 		}
+		// Only a payment a buyer holds can be completed, late or not: one a
+		// pay handed out. A Reset's run re-applies the accepted pay and
+		// starts a payment of its own whose answer goes to nobody; a
+		// provider never captures that one (design §4.3, "An earlier run's
+		// payment").
+		r.mu.Lock()
+		held := map[string]bool{}
+		for _, a := range r.answers {
+			if a.op == "pay" && a.payment != "" {
+				held[a.payment] = true
+			}
+		}
+		r.mu.Unlock()
 		var ids []string
 		for rows.Next() {
 			var id string
-			if rows.Scan(&id) == nil {
+			if rows.Scan(&id) == nil && held[id] && len(ids) < 20 {
 				ids = append(ids, id)
 			}
 		}
