@@ -200,7 +200,11 @@ func TestDashboardAgainstRunningSystem(t *testing.T) {
 	// Each process serves /metrics on its own listener, as in production;
 	// the api's port does not.
 	workerMetrics, apiMetrics := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)), fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
-	st := newStack(t)
+	// Paying at the built-in provider, as seckill dev does: its calls are
+	// the ordinary activities of a healthy run (from workflow version 8
+	// every other step is a local activity first), so the panels of both
+	// kinds have data.
+	st := newStack(t, payEnv...)
 	run(t, "serve", st.env, "serve", "--metrics-addr", apiMetrics)
 	run(t, "worker", st.env, "worker", "--metrics-addr", workerMetrics)
 	waitReady(t, st.api+"/readyz", 60*time.Second)
