@@ -429,6 +429,9 @@ func TestWebUICancel(t *testing.T) {
 	s.cancelWorkflow(paying)
 	release()
 	s.waitStatus(paying, "di", domain.StatusPaid)
+	// The row is PAID when MarkPaid commits; the workflow closes in the
+	// task after it, and the audit wants no workflow running.
+	s.waitClosed("order-" + paying)
 
 	if r := s.audited(sale.ID, true); !r.OK() || r.DBStock != 2 || r.RedisRemaining != 2 {
 		t.Fatalf("audit (want 2 units left: the cancelled one back): %s", r)
