@@ -102,9 +102,9 @@ type payments struct {
 	// they are done.
 	refunding int
 	signals   workflow.ReceiveChannel
-	// refundedNext holds the payments a later event of the batch being
+	// refundedInBatch holds the payments that an event of the batch being
 	// acted on says were refunded (earlierRuns).
-	refundedNext map[string]bool
+	refundedInBatch map[string]bool
 	// ctx is the workflow's context disconnected from its cancellation:
 	// a capture is kept or refunded whatever ends the order.
 	ctx workflow.Context
@@ -212,11 +212,11 @@ func (o *order) listenPayments(ctx workflow.Context, in OrderInput) {
 				}
 				batch = append(batch, ev)
 			}
-			for i, ev := range batch {
-				o.provider.refundedNext = refundedAfter(batch[i+1:])
+			o.provider.refundedInBatch = refundedIn(batch)
+			for _, ev := range batch {
 				o.onPayment(ctx, ev)
 			}
-			o.provider.refundedNext = nil
+			o.provider.refundedInBatch = nil
 		}
 	})
 }
@@ -318,15 +318,15 @@ func (o *order) onCapture(ctx workflow.Context, at *attempt, pay payment.Payment
 const changeEarlierRuns = "capture-of-an-earlier-run"
 
 // earlierRunsRefunded is the change's version 2: an earlier run's capture
-// that a later signal already heard says was refunded does not pay the
-// order. A reset run hears its earlier run's signals together, while it
+// that a signal heard with it says was refunded (after it, or before it
+// when the notifications came out of order) does not pay the order. A reset run hears its earlier run's signals together, while it
 // places the order; when the earlier run had refunded the capture, version
 // 1 acted on the capture before it reached the refund and made the order
 // PAID by money the buyer had got back (TestInterleavings, seed 8086).
 const earlierRunsRefunded workflow.Version = 2
 
-// refundedAfter returns the payments that events says were refunded.
-func refundedAfter(events []PaymentEvent) map[string]bool {
+// refundedIn returns the payments that events say were refunded.
+func refundedIn(events []PaymentEvent) map[string]bool {
 	var out map[string]bool
 	for _, ev := range events {
 		if ev.Payment.State == payment.Refunded {
@@ -350,7 +350,7 @@ func refundedAfter(events []PaymentEvent) map[string]bool {
 // expiring the order would punish them for the operator's Reset. Once
 // this run has handed out a payment of its own, that is the one the buyer
 // pays, and an earlier run's capture goes back (TestInterleavings, seed
-// 1795746173716204879). Nor does one the earlier run refunded, as a later
+// 1795746173716204879). Nor does one the earlier run refunded, as a
 // signal of the same batch says (version 2). Runs before this rule
 // refunded it.
 func (o *order) earlierRuns(ctx workflow.Context, pay payment.Payment, want payment.Money) bool {
@@ -364,7 +364,7 @@ func (o *order) earlierRuns(ctx workflow.Context, pay payment.Payment, want paym
 		return false
 	}
 	v := workflow.GetVersion(ctx, changeEarlierRuns, workflow.DefaultVersion, earlierRunsRefunded)
-	return v >= 1 && !(v >= earlierRunsRefunded && o.provider.refundedNext[pay.ID])
+	return v >= 1 && !(v >= earlierRunsRefunded && o.provider.refundedInBatch[pay.ID])
 }
 
 // ending is how the order ended or is ending.

@@ -556,6 +556,8 @@ func TestCaptureOfAnEarlierRunPaysTheOrder(t *testing.T) {
 		// The refund under the shop's key again: the provider answers the
 		// refund it made, and the order's row records it.
 		{"refunded by the earlier run", earlierRunsRefunded, orderMoney, false, true, domain.StatusExpired, []string{"pay-earlier"}},
+		// The refund's notification overtook the capture's: the same.
+		{"refunded by the earlier run, notified first", earlierRunsRefunded, orderMoney, false, true, domain.StatusExpired, []string{"pay-earlier"}},
 		// Version 1 made the order PAID by money its buyer had got back.
 		{"refunded by the earlier run, version 1", 1, orderMoney, false, true, domain.StatusPaid, nil},
 	} {
@@ -573,9 +575,17 @@ func TestCaptureOfAnEarlierRunPaysTheOrder(t *testing.T) {
 				signalAt = 0
 			}
 			env.RegisterDelayedCallback(func() {
-				env.SignalWorkflow(SignalPayment, event("ev-1", "pay-earlier", payment.Captured, start.Add(time.Minute), tc.captured))
-				if tc.refundedToo {
-					env.SignalWorkflow(SignalPayment, event("ev-2", "pay-earlier", payment.Refunded, start.Add(time.Minute), tc.captured))
+				capture := event("ev-1", "pay-earlier", payment.Captured, start.Add(time.Minute), tc.captured)
+				refund := event("ev-2", "pay-earlier", payment.Refunded, start.Add(time.Minute), tc.captured)
+				switch {
+				case !tc.refundedToo:
+					env.SignalWorkflow(SignalPayment, capture)
+				case strings.HasSuffix(tc.name, "notified first"):
+					env.SignalWorkflow(SignalPayment, refund)
+					env.SignalWorkflow(SignalPayment, capture)
+				default:
+					env.SignalWorkflow(SignalPayment, capture)
+					env.SignalWorkflow(SignalPayment, refund)
 				}
 			}, signalAt)
 			st := run(t, env, payIn)

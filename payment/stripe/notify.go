@@ -25,9 +25,9 @@ const defaultTolerance = webhook.DefaultTolerance
 // "2025-09-30.clover" is train clover). Within a train Stripe only adds
 // fields; across trains an object can change shape, and the library refuses
 // to trust its own decoding. So does the adapter (payment.ErrNotReadable):
-// the notification endpoint answers it 503, Stripe retries for up to three days, and the
-// operator recreates the webhook endpoint with api_version set to
-// APIVersion meanwhile. Accepting it could misread a payment; ignoring it
+// the notification endpoint answers it 503, Stripe retries for up to three
+// days, and the operator recreates the webhook endpoint with api_version
+// set to APIVersion meanwhile. Accepting it could misread a payment; ignoring it
 // would lose it.
 var ErrAPIVersion = errors.New("stripe event of another API release train")
 
