@@ -16,7 +16,6 @@ import (
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testenv"
-	"github.com/seckill/seckill/workflows"
 )
 
 // One purchase is one connected trace: the HTTP request, the reservation,
@@ -43,7 +42,7 @@ func TestOnePurchaseIsOneTrace(t *testing.T) {
 	}
 	// The workflow's span ends when the workflow does, after the payment.
 	testenv.Eventually(t, time.Minute, func() error {
-		if find(exp.GetSpans(), "RunWorkflow:"+workflows.OrderType, p.OrderID) == nil {
+		if find(exp.GetSpans(), "RunWorkflow:OrderWorkflow", p.OrderID) == nil {
 			return fmt.Errorf("no ended RunWorkflow span of order %s yet", p.OrderID)
 		}
 		return nil
@@ -58,7 +57,7 @@ func TestOnePurchaseIsOneTrace(t *testing.T) {
 	t.Logf("the order's trace: %v", names(order))
 	for _, want := range []string{
 		"POST /v1/sales/{id}/orders", "stock.Reserve", "relay.StartOrderWorkflow",
-		"StartWorkflow:" + workflows.OrderType, "RunWorkflow:" + workflows.OrderType,
+		"StartWorkflow:OrderWorkflow", "RunWorkflow:OrderWorkflow",
 		// local activities: the forward steps and the buyer's notifications
 		"StartActivity:PlaceOrder", "RunActivity:PlaceOrder",
 		"StartActivity:Notify", "RunActivity:Notify",
@@ -85,7 +84,7 @@ func TestOnePurchaseIsOneTrace(t *testing.T) {
 			t.Errorf("span %s hangs off a span outside the trace", sp.Name)
 		}
 	}
-	for _, name := range []string{"stock.Reserve", "relay.StartOrderWorkflow", "RunWorkflow:" + workflows.OrderType, "RunActivity:PlaceOrder"} {
+	for _, name := range []string{"stock.Reserve", "relay.StartOrderWorkflow", "RunWorkflow:OrderWorkflow", "RunActivity:PlaceOrder"} {
 		if find(order, name, p.OrderID) == nil {
 			t.Errorf("span %s lacks order.id %s", name, p.OrderID)
 		}

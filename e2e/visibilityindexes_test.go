@@ -70,15 +70,10 @@ func TestTemporalVisibilityIndexesTrimmed(t *testing.T) {
 	start := func(id, saleID int64, status domain.Status) {
 		t.Helper()
 		ref := domain.OrderRef{OrderID: id, SaleID: saleID, UserID: fmt.Sprintf("u%d", id)}
-		// Orders of both types: the queries find either.
-		typ := workflows.LegacyOrderType
-		if id%2 == 0 {
-			typ = workflows.OrderType
-		}
 		_, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 			ID: fmt.Sprintf("order-%d", id), TaskQueue: "visibility-indexes-no-worker",
 			TypedSearchAttributes: workflows.SearchAttributes(ref, status),
-		}, typ, workflows.OrderInput{Order: ref})
+		}, "OrderWorkflow", workflows.OrderInput{Order: ref})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -108,7 +103,7 @@ func TestTemporalVisibilityIndexesTrimmed(t *testing.T) {
 		t.Helper()
 		testenv.Eventually(t, 30*time.Second, func() error {
 			for q, n := range map[string]int64{
-				workflows.OrderTypesQuery:          5,
+				"WorkflowType = 'OrderWorkflow'":   5,
 				"OrderStatus = 'PAID'":             1,
 				fmt.Sprintf("SaleId = '%d'", sale): 4,
 				// The audit's count of a sale's open workflows.

@@ -24,7 +24,6 @@ import (
 	"github.com/seckill/seckill/redisack"
 	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
-	"github.com/seckill/seckill/workflows"
 )
 
 // The memory of admitted purchases outlives the reconciler that made it: a
@@ -246,7 +245,7 @@ func TestStartedAdmissionIsNotCalledLost(t *testing.T) {
 		t.Fatalf("first pass: %+v %v; want 2 remembered", rep, err)
 	}
 	// The relay started 2000's workflow (no worker runs it here).
-	if _, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: domain.WorkflowID(2000), TaskQueue: "seckill-orders"}, workflows.OrderType); err != nil {
+	if _, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: domain.WorkflowID(2000), TaskQueue: "seckill-orders"}, "OrderWorkflow"); err != nil {
 		t.Fatal(err)
 	}
 	if err := rc.Stock.Client().FlushDB(ctx).Err(); err != nil {

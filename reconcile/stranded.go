@@ -52,7 +52,7 @@ type Stranded struct {
 // strandedQuery lists the closed order workflows whose last recorded status
 // was live: the only ones whose order can be stranded, since a workflow
 // records the final status before it completes.
-const strandedQuery = workflows.OrderTypesQuery + " AND ExecutionStatus != 'Running' AND " +
+const strandedQuery = "WorkflowType = 'OrderWorkflow' AND ExecutionStatus != 'Running' AND " +
 	"(OrderStatus = 'PENDING' OR OrderStatus = 'AWAITING_PAYMENT')"
 
 // Holds says which order Redis holds a sale's unit for a buyer under

@@ -74,11 +74,8 @@ func (s *TemporalStarter) start(ctx context.Context, in workflows.OrderInput) (b
 		TaskQueue:                                workflows.TaskQueue,
 		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
-		// An admitted order awaits its payment from its start (a pay is
-		// taken while it is being placed), so placing it upserts nothing
-		// (workflows.VersionByType, docs/design.md §4.7).
-		TypedSearchAttributes: workflows.SearchAttributes(in.Order, domain.StatusAwaitingPayment),
-		Memo:                  map[string]any{"summary": workflows.Summary(in.Order, "")},
+		TypedSearchAttributes:                    workflows.SearchAttributes(in.Order, domain.StatusPending),
+		Memo:                                     map[string]any{"summary": workflows.Summary(in.Order, "")},
 		// Where a worker shares this client (dev mode, one process), the
 		// first workflow task comes back with the start, saving a round
 		// trip through the server; elsewhere the server starts it as usual.
@@ -92,7 +89,7 @@ func (s *TemporalStarter) start(ctx context.Context, in workflows.OrderInput) (b
 		propagation.TraceContext{}.Inject(ctx, carrier)
 		opts.Memo[TraceparentMemo] = carrier["traceparent"]
 	}
-	_, err := s.client.ExecuteWorkflow(ctx, opts, workflows.OrderType, in)
+	_, err := s.client.ExecuteWorkflow(ctx, opts, workflows.OrderWorkflow, in)
 	var already *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &already) {
 		return false, s.sameOrder(ctx, in.Order)

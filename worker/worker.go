@@ -108,7 +108,7 @@ func New(c client.Client, acts *activities.Activities, opts Options) *Worker {
 		wo.Interceptors = []interceptor.WorkerInterceptor{tracing(opts.Tracing)}
 	}
 	w := sdkworker.New(c, workflows.TaskQueue, wo)
-	workflows.RegisterOrderWorkflow(w)
+	w.RegisterWorkflowWithOptions(workflows.OrderWorkflow, workflow.RegisterOptions{Name: "OrderWorkflow"})
 	// The refunds of money that came after its order's workflow closed.
 	w.RegisterWorkflowWithOptions(workflows.PaymentSettleWorkflow, workflow.RegisterOptions{Name: workflows.PaymentSettleWorkflowName})
 	w.RegisterWorkflowWithOptions(workflows.OrderRefundWorkflow, workflow.RegisterOptions{Name: workflows.OrderRefundWorkflowName})

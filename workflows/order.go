@@ -22,31 +22,6 @@ const TaskQueue = "seckill-orders"
 // commands' identity: histories recorded before it replay unchanged.
 const PaymentTaskQueue = "seckill-payments"
 
-// The workflow types OrderWorkflow is registered as. New orders start as
-// OrderType (VersionByType); LegacyOrderType is the type of orders started
-// before it, whose version is a marker (versions.go). A worker registers
-// both while any order of the older type can still run or be reset.
-const (
-	OrderType       = "OrderWorkflowV9"
-	LegacyOrderType = "OrderWorkflow"
-)
-
-// Registry is where RegisterOrderWorkflow registers: a worker, or a
-// replayer.
-type Registry interface {
-	RegisterWorkflowWithOptions(w any, options workflow.RegisterOptions)
-}
-
-// RegisterOrderWorkflow registers OrderWorkflow as both its types.
-func RegisterOrderWorkflow(r Registry) {
-	r.RegisterWorkflowWithOptions(OrderWorkflow, workflow.RegisterOptions{Name: LegacyOrderType})
-	r.RegisterWorkflowWithOptions(OrderWorkflow, workflow.RegisterOptions{Name: OrderType})
-}
-
-// OrderTypesQuery selects the order workflows of either type in a
-// visibility query.
-const OrderTypesQuery = "WorkflowType IN ('" + LegacyOrderType + "', '" + OrderType + "')"
-
 // Update and query names of OrderWorkflow.
 const (
 	// UpdatePay and UpdateCancel decide an order awaiting payment. The
@@ -128,13 +103,9 @@ func OrderWorkflow(ctx workflow.Context, in OrderInput) (OrderState, error) {
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (OrderState, error) { return o.state, nil }); err != nil {
 		return o.state, err
 	}
-	if workflow.GetInfo(ctx).WorkflowType.Name == OrderType {
-		o.era = eraOf(VersionByType)
-	} else {
-		o.era = eraOf(workflow.GetVersion(ctx, VersionUpdates, workflow.DefaultVersion, latestVersion))
-	}
+	o.era = eraOf(workflow.GetVersion(ctx, VersionUpdates, workflow.DefaultVersion, latestVersion))
 	o.decisions = workflow.NewBufferedChannel(ctx, 1)
-	if o.payments && in.Provider != "" && !o.free(ctx) {
+	if o.payments && in.Provider != "" && !freeOrder(ctx, in.Order) {
 		o.listenPayments(ctx, in)
 	}
 	if err := o.handleUpdates(ctx); err != nil {
@@ -214,12 +185,7 @@ func (o *order) run(ctx workflow.Context, in OrderInput) (OrderState, error) {
 			}
 			return o.fail(ctx, err, "place order")
 		}
-		if o.byType {
-			// The status it started with: no visibility update.
-			o.state = OrderState{Status: domain.StatusAwaitingPayment}
-		} else {
-			o.record(ctx, domain.StatusAwaitingPayment, "")
-		}
+		o.record(ctx, domain.StatusAwaitingPayment, "")
 	} else if placed, err := o.deductAndCreate(ctx, fctx, restore); !placed {
 		return o.state, err
 	}

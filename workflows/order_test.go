@@ -82,7 +82,7 @@ func newEnv(t *testing.T, fail map[string]step) (*testsuite.TestWorkflowEnvironm
 	var ts testsuite.WorkflowTestSuite
 	ts.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	env := ts.NewTestWorkflowEnvironment()
-	RegisterOrderWorkflow(env)
+	env.RegisterWorkflow(OrderWorkflow)
 	acts := &activities.Activities{}
 	env.RegisterActivity(acts)
 	s := &saga{ref: testRef}
@@ -159,33 +159,9 @@ func newEnv(t *testing.T, fail map[string]step) (*testsuite.TestWorkflowEnvironm
 	return env, s
 }
 
-// run runs an order of the type new orders start as (OrderType) to its
-// end; runLegacy one of LegacyOrderType, whose version a test sets with
-// env.OnGetVersion.
 func run(t *testing.T, env *testsuite.TestWorkflowEnvironment, in OrderInput) OrderState {
 	t.Helper()
-	return runAs(t, env, OrderType, in)
-}
-
-func runLegacy(t *testing.T, env *testsuite.TestWorkflowEnvironment, in OrderInput) OrderState {
-	t.Helper()
-	return runAs(t, env, LegacyOrderType, in)
-}
-
-// runAt runs an order at version v: of OrderType at VersionByType, of
-// LegacyOrderType at an earlier one.
-func runAt(t *testing.T, env *testsuite.TestWorkflowEnvironment, v workflow.Version, in OrderInput) OrderState {
-	t.Helper()
-	if v >= VersionByType {
-		return run(t, env, in)
-	}
-	env.OnGetVersion(VersionUpdates, workflow.DefaultVersion, latestVersion).Return(v)
-	return runLegacy(t, env, in)
-}
-
-func runAs(t *testing.T, env *testsuite.TestWorkflowEnvironment, typ string, in OrderInput) OrderState {
-	t.Helper()
-	env.ExecuteWorkflow(typ, in)
+	env.ExecuteWorkflow(OrderWorkflow, in)
 	if !env.IsWorkflowCompleted() {
 		t.Fatal("workflow did not complete")
 	}
@@ -392,7 +368,7 @@ func TestOrderBeforeLeanSaga(t *testing.T) {
 	env, s := newEnv(t, nil)
 	env.OnGetVersion(VersionUpdates, workflow.DefaultVersion, latestVersion).Return(workflow.Version(1))
 	env.RegisterDelayedCallback(func() { update(t, env, UpdatePay, wantState(t, domain.StatusPaid)) }, time.Minute)
-	if st := runLegacy(t, env, OrderInput{Order: testRef}); st.Status != domain.StatusPaid {
+	if st := run(t, env, OrderInput{Order: testRef}); st.Status != domain.StatusPaid {
 		t.Fatalf("status = %s, want PAID", st.Status)
 	}
 	equal(t, "calls", s.calls, []string{"DeductStock", "CreateOrder", "MarkPaid"})
@@ -449,14 +425,12 @@ func TestEndingActivitiesByVersion(t *testing.T) {
 		{"version 8", VersionLocalEnd, nil, []string{"PlaceOrder (local)", "EndOrder (local)"}},
 		{"version 8, the local attempt fails", VersionLocalEnd, map[string]step{"EndOrder": failOnce()},
 			[]string{"PlaceOrder (local)", "EndOrder (local)", "EndOrder"}},
-		{"version 9 (OrderType)", VersionByType, nil, []string{"PlaceOrder (local)", "EndOrder (local)"}},
-		{"version 9, the local attempt fails", VersionByType, map[string]step{"EndOrder": failOnce()},
-			[]string{"PlaceOrder (local)", "EndOrder (local)", "EndOrder"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env, s := newEnv(t, tc.fail)
+			env.OnGetVersion(VersionUpdates, workflow.DefaultVersion, latestVersion).Return(tc.v)
 			env.RegisterDelayedCallback(func() { update(t, env, UpdateCancel, wantState(t, domain.StatusCancelled), CancelRequest{}) }, time.Minute)
-			if st := runAt(t, env, tc.v, OrderInput{Order: testRef}); st.Status != domain.StatusCancelled {
+			if st := run(t, env, OrderInput{Order: testRef}); st.Status != domain.StatusCancelled {
 				t.Fatalf("status = %s, want CANCELLED", st.Status)
 			}
 			equal(t, "activities", s.activities, tc.want)
@@ -478,12 +452,12 @@ func TestPayActivitiesByVersion(t *testing.T) {
 		{"version 5", VersionOneStepEnd, nil, []string{"PlaceOrder (local)", "MarkPaid"}},
 		{"version 6", VersionLocalPay, nil, []string{"PlaceOrder (local)", "MarkPaid (local)"}},
 		{"version 6, the local attempt fails", VersionLocalPay, map[string]step{"MarkPaid": failOnce()}, []string{"PlaceOrder (local)", "MarkPaid (local)", "MarkPaid"}},
-		{"version 9 (OrderType)", VersionByType, nil, []string{"PlaceOrder (local)", "MarkPaid (local)"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env, s := newEnv(t, tc.fail)
+			env.OnGetVersion(VersionUpdates, workflow.DefaultVersion, latestVersion).Return(tc.v)
 			env.RegisterDelayedCallback(func() { update(t, env, UpdatePay, wantState(t, domain.StatusPaid)) }, time.Minute)
-			if st := runAt(t, env, tc.v, OrderInput{Order: testRef}); st.Status != domain.StatusPaid {
+			if st := run(t, env, OrderInput{Order: testRef}); st.Status != domain.StatusPaid {
 				t.Fatalf("status = %s, want PAID", st.Status)
 			}
 			equal(t, "activities", s.activities, tc.want)

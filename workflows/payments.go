@@ -164,13 +164,13 @@ func (p *payments) find(id string) *attempt {
 // provider (a marker in those orders' histories only).
 const changeFree = "free-order-without-provider"
 
-// free reports whether an order with a provider pays without it: a sale
-// priced 0 asks for no money, and providers refuse a payment of 0, so its
-// pay decides PAID at once, as without a provider (docs/design.md §4.3).
-// Orders of such sales started before this rule, whose pay asked the
-// provider, keep asking it.
-func (o *order) free(ctx workflow.Context) bool {
-	return o.ref.AmountCents == 0 && o.version(ctx, changeFree, 1) == 1
+// freeOrder reports whether an order with a provider pays without it: a
+// sale priced 0 asks for no money, and providers refuse a payment of 0,
+// so its pay decides PAID at once, as without a provider (docs/design.md
+// §4.3). Orders of such sales started before this rule, whose pay asked
+// the provider, keep asking it.
+func freeOrder(ctx workflow.Context, ref domain.OrderRef) bool {
+	return ref.AmountCents == 0 && workflow.GetVersion(ctx, changeFree, workflow.DefaultVersion, 1) == 1
 }
 
 // listenPayments sets the order up to pay at in.Provider and acts on
@@ -191,7 +191,7 @@ func (o *order) listenPayments(ctx workflow.Context, in OrderInput) {
 			if err := workflow.Await(ctx, func() bool { return o.provider.signals.Len() > 0 }); err != nil {
 				return
 			}
-			if o.state.Status == domain.StatusPending && o.version(ctx, changeEarlierRuns, earlierRunsRefunded) >= 1 {
+			if o.state.Status == domain.StatusPending && workflow.GetVersion(ctx, changeEarlierRuns, workflow.DefaultVersion, earlierRunsRefunded) >= 1 {
 				// Heard while the order is being placed: only a run a Reset
 				// started hears a payment this early (its earlier run's
 				// signals come first). Acted on once the order is placed,
@@ -363,7 +363,7 @@ func (o *order) earlierRuns(ctx workflow.Context, pay payment.Payment, want paym
 		o.decided != "" || o.state.Status != domain.StatusAwaitingPayment {
 		return false
 	}
-	v := o.version(ctx, changeEarlierRuns, earlierRunsRefunded)
+	v := workflow.GetVersion(ctx, changeEarlierRuns, workflow.DefaultVersion, earlierRunsRefunded)
 	return v >= 1 && !(v >= earlierRunsRefunded && o.provider.refundedInBatch[pay.ID])
 }
 

@@ -181,7 +181,7 @@ func TestPaymentCapturedPaysTheOrder(t *testing.T) {
 	}
 	equal(t, "activities", s.activities, []string{"PlaceOrder (local)", "StartPayment", "MarkPaidWith (local)"})
 	equal(t, "refunds", prov.refunded(), nil)
-	equal(t, "upserts", prov.upserts, []string{"PAID pay-1"})
+	equal(t, "upserts", prov.upserts, []string{"AWAITING_PAYMENT", "PAID pay-1"})
 	equal(t, "notified", s.notified, []domain.Status{domain.StatusAwaitingPayment, domain.StatusPaid})
 }
 
@@ -240,7 +240,7 @@ func TestDeadlineCancelsThePendingPayment(t *testing.T) {
 			}
 			equal(t, "cancels", prov.cancels, []string{"pay-1"})
 			equal(t, "refunds", prov.refunded(), nil)
-			equal(t, "upserts", prov.upserts, []string{string(tc.want) + " pay-1"})
+			equal(t, "upserts", prov.upserts, []string{"AWAITING_PAYMENT", string(tc.want) + " pay-1"})
 			if tc.want == domain.StatusPaid {
 				equal(t, "activities", s.activities, []string{"PlaceOrder (local)", "StartPayment", "CancelPayment", "MarkPaidWith (local)"})
 			} else {
@@ -302,7 +302,7 @@ func TestDeadlineProviderUnreachablePastTheGrace(t *testing.T) {
 	if told != 1 {
 		t.Fatalf("notifications %+v, want the refund of pay-1 told to the buyer once", s.notes)
 	}
-	equal(t, "upserts", prov.upserts, []string{"EXPIRED pay-1"})
+	equal(t, "upserts", prov.upserts, []string{"AWAITING_PAYMENT", "EXPIRED pay-1"})
 }
 
 // A cancel while a payment is pending cancels it at the provider first. If
@@ -455,27 +455,21 @@ func TestPayWithoutAProvider(t *testing.T) {
 		{"version 7 without a provider", VersionPayments, "", false},
 		{"version 6 with a provider", VersionLocalPay, "fake", false},
 		{"version 7, a sale priced 0, with a provider", VersionPayments, "fake", true},
-		{"version 9 without a provider", VersionByType, "", false},
-		{"version 9, a sale priced 0, with a provider", VersionByType, "fake", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env, s, prov := newPayEnv(t, nil)
+			env.OnGetVersion(VersionUpdates, workflow.DefaultVersion, latestVersion).Return(tc.v)
 			env.RegisterDelayedCallback(func() { update(t, env, UpdatePay, wantState(t, domain.StatusPaid)) }, time.Minute)
 			in := payIn
 			in.Provider = tc.provider
 			if tc.free {
 				in.Order.AmountCents, s.ref.AmountCents = 0, 0
 			}
-			if st := runAt(t, env, tc.v, in); st.Status != domain.StatusPaid {
+			if st := run(t, env, in); st.Status != domain.StatusPaid {
 				t.Fatalf("status = %s, want PAID", st.Status)
 			}
 			equal(t, "activities", s.activities, []string{"PlaceOrder (local)", "MarkPaid (local)"})
-			// OrderType starts AWAITING_PAYMENT: placing upserts nothing.
-			want := []string{"AWAITING_PAYMENT", "PAID"}
-			if tc.v >= VersionByType {
-				want = want[1:]
-			}
-			equal(t, "upserts", prov.upserts, want)
+			equal(t, "upserts", prov.upserts, []string{"AWAITING_PAYMENT", "PAID"})
 			if len(prov.starts) != 0 {
 				t.Errorf("payments started: %+v, want none", prov.starts)
 			}
@@ -494,7 +488,7 @@ func TestPayWithoutAProvider(t *testing.T) {
 		}, time.Minute)
 		in := payIn
 		in.Order.AmountCents = 0
-		runLegacy(t, env, in)
+		run(t, env, in)
 		if len(prov.starts) != 1 {
 			t.Errorf("payments started: %+v, want one", prov.starts)
 		}
@@ -518,7 +512,7 @@ func TestWorkflowCancelledWithAPendingPayment(t *testing.T) {
 			}
 			env.RegisterDelayedCallback(func() { update(t, env, UpdatePay, wantPayment(t, "pay-1")) }, time.Minute)
 			env.RegisterDelayedCallback(env.CancelWorkflow, 2*time.Minute)
-			env.ExecuteWorkflow(OrderType, payIn)
+			env.ExecuteWorkflow(OrderWorkflow, payIn)
 			var st OrderState
 			if err := env.GetWorkflowResult(&st); err != nil || st.Status != domain.StatusCancelled {
 				t.Fatalf("result = %+v, %v; want CANCELLED", st, err)
@@ -569,13 +563,7 @@ func TestCaptureOfAnEarlierRunPaysTheOrder(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env, _, prov := newPayEnv(t, nil)
-			// The rule's latest version is OrderType's; an earlier one, an
-			// order of LegacyOrderType that recorded it.
-			typ := OrderType
-			if tc.v != earlierRunsRefunded {
-				typ = LegacyOrderType
-				env.OnGetVersion(changeEarlierRuns, workflow.DefaultVersion, earlierRunsRefunded).Return(tc.v)
-			}
+			env.OnGetVersion(changeEarlierRuns, workflow.DefaultVersion, earlierRunsRefunded).Return(tc.v)
 			start := env.Now()
 			if tc.ownFirst {
 				env.RegisterDelayedCallback(func() { update(t, env, UpdatePay, wantPayment(t, "pay-1")) }, 30*time.Second)
@@ -600,7 +588,7 @@ func TestCaptureOfAnEarlierRunPaysTheOrder(t *testing.T) {
 					env.SignalWorkflow(SignalPayment, refund)
 				}
 			}, signalAt)
-			st := runAs(t, env, typ, payIn)
+			st := run(t, env, payIn)
 			if st.Status != tc.want {
 				t.Fatalf("status = %s (%s), want %s", st.Status, st.Reason, tc.want)
 			}

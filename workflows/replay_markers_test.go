@@ -17,33 +17,16 @@ import (
 // path the change gates: without one, a later change that broke that path
 // for workflows open at the deploy would pass. A change id's history is
 // recorded by its scenario in internal/recordhistories (which fails when
-// the marker is missing); deleting that file fails this test. It also
-// checks that each order workflow type has a recorded history, and that
-// those of OrderType record no marker at all.
+// the marker is missing); deleting that file fails this test.
 func TestReplayHistoriesRecordEveryChange(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join("testdata", "histories", "*.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	recorded := map[string][]string{} // change id → files
-	types := map[string]int{}         // order workflow type → histories
 	for _, file := range files {
-		h := readHistory(t, file)
-		ids := versionMarkers(t, file, h)
-		for _, id := range ids {
+		for _, id := range versionMarkers(t, file) {
 			recorded[id] = append(recorded[id], filepath.Base(file))
-		}
-		typ := h.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes().GetWorkflowType().GetName()
-		types[typ]++
-		// OrderType's version is its type: a marker in one of its
-		// histories is a GetVersion call that VersionByType took out.
-		if typ == OrderType && len(ids) > 0 {
-			t.Errorf("%s: a workflow of type %s records version markers %v", filepath.Base(file), OrderType, ids)
-		}
-	}
-	for _, typ := range []string{LegacyOrderType, OrderType} {
-		if types[typ] == 0 {
-			t.Errorf("no history in testdata/histories is of type %s", typ)
 		}
 	}
 	for _, change := range []string{VersionUpdates, changeFree, changeEarlierRuns, SettleUnknownOrder} {
@@ -53,8 +36,9 @@ func TestReplayHistoriesRecordEveryChange(t *testing.T) {
 	}
 }
 
-// readHistory reads a recorded history.
-func readHistory(t *testing.T, file string) *historypb.History {
+// versionMarkers returns the change ids of the version markers
+// (workflow.GetVersion's, marker name "Version") in a recorded history.
+func versionMarkers(t *testing.T, file string) []string {
 	t.Helper()
 	bs, err := os.ReadFile(file)
 	if err != nil {
@@ -64,13 +48,6 @@ func readHistory(t *testing.T, file string) *historypb.History {
 	if err := (temporalproto.CustomJSONUnmarshalOptions{}).Unmarshal(bs, &h); err != nil {
 		t.Fatalf("%s: %v", file, err)
 	}
-	return &h
-}
-
-// versionMarkers returns the change ids of the version markers
-// (workflow.GetVersion's, marker name "Version") in file's history h.
-func versionMarkers(t *testing.T, file string, h *historypb.History) []string {
-	t.Helper()
 	var ids []string
 	for _, ev := range h.GetEvents() {
 		m := ev.GetMarkerRecordedEventAttributes()

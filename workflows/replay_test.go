@@ -30,7 +30,7 @@ func TestReplayRecordedHistories(t *testing.T) {
 	for _, file := range files {
 		t.Run(filepath.Base(file), func(t *testing.T) {
 			r := worker.NewWorkflowReplayer()
-			workflows.RegisterOrderWorkflow(r)
+			r.RegisterWorkflowWithOptions(workflows.OrderWorkflow, workflow.RegisterOptions{Name: "OrderWorkflow"})
 			r.RegisterWorkflowWithOptions(workflows.PaymentSettleWorkflow, workflow.RegisterOptions{Name: workflows.PaymentSettleWorkflowName})
 			if err := r.ReplayWorkflowHistoryFromJSONFile(logger, file); err != nil {
 				t.Fatalf("replay %s: %v", file, err)

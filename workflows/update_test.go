@@ -101,7 +101,7 @@ func TestPayAfterExpiryIsRejected(t *testing.T) {
 		return nil
 	}})
 	env.OnGetVersion(VersionUpdates, workflow.DefaultVersion, latestVersion).Return(VersionPaidWhilePlacing)
-	st := runLegacy(t, env, OrderInput{Order: testRef, PaymentTimeout: 10 * time.Minute})
+	st := run(t, env, OrderInput{Order: testRef, PaymentTimeout: 10 * time.Minute})
 	if st.Status != domain.StatusExpired || s.ran("MarkPaid") != 0 {
 		t.Fatalf("status = %s, MarkPaid ran %d times; want EXPIRED, 0", st.Status, s.ran("MarkPaid"))
 	}
@@ -164,7 +164,7 @@ func TestPayBeforeTheOrderIsPlaced(t *testing.T) {
 			if v < VersionDeadline {
 				env.RegisterDelayedCallback(func() { update(t, env, UpdatePay, wantState(t, domain.StatusPaid)) }, time.Minute)
 			}
-			if st := runLegacy(t, env, OrderInput{Order: testRef}); st.Status != domain.StatusPaid {
+			if st := run(t, env, OrderInput{Order: testRef}); st.Status != domain.StatusPaid {
 				t.Fatalf("status = %s, want PAID", st.Status)
 			}
 			if !answered {
@@ -200,7 +200,7 @@ func TestCancelWhilePlacingKeepsADecidedPayment(t *testing.T) {
 				return nil
 			}})
 			env.OnGetVersion(VersionUpdates, workflow.DefaultVersion, latestVersion).Return(v)
-			env.ExecuteWorkflow(LegacyOrderType, OrderInput{Order: testRef})
+			env.ExecuteWorkflow(OrderWorkflow, OrderInput{Order: testRef})
 			var st OrderState
 			_ = env.GetWorkflowResult(&st)
 			want := domain.StatusPaid
@@ -226,7 +226,7 @@ func TestOperatorCancelAfterPayKeepsThePayment(t *testing.T) {
 		return nil
 	}})
 	env.RegisterDelayedCallback(func() { update(t, env, UpdatePay, wantState(t, domain.StatusPaid)) }, time.Minute)
-	env.ExecuteWorkflow(OrderType, OrderInput{Order: testRef})
+	env.ExecuteWorkflow(OrderWorkflow, OrderInput{Order: testRef})
 	var st OrderState
 	if err := env.GetWorkflowResult(&st); err != nil || st.Status != domain.StatusPaid {
 		t.Fatalf("result = %+v, %v; want PAID", st, err)

@@ -2,14 +2,12 @@ package workflows
 
 import "go.temporal.io/sdk/workflow"
 
-// The eras of OrderWorkflow. A workflow of type LegacyOrderType records,
-// in its first workflow task, the version it started at
-// (workflow.GetVersion under the change id VersionUpdates); one of type
-// OrderType is at VersionByType by its type, with no marker. Either keeps
-// that era's command sequence to its end, so a worker of any later build
-// replays it (replay_test.go replays a recorded history of every era;
-// README "Changing the workflow"). Each era's code lives where a reader
-// looks for it:
+// The eras of OrderWorkflow. Every workflow records, in its first workflow
+// task, the version it started at (workflow.GetVersion under the change id
+// VersionUpdates) and keeps that era's command sequence to its end, so a
+// worker of any later build replays it (replay_test.go replays a recorded
+// history of every era; README "Changing the workflow"). Each era's code
+// lives where a reader looks for it:
 //
 //   - 0, before VersionUpdates: pay and cancel as signals, DeductStock and
 //     CreateOrder as two steps, the memo upserted at each step, the ending
@@ -30,13 +28,9 @@ import "go.temporal.io/sdk/workflow"
 //     it is version 6.
 //   - 8, VersionLocalEnd: EndOrder first as a local activity, in the
 //     workflow task that decided the ending (order.go, end).
-//   - 9, VersionByType: the workflow type OrderType, whose first workflow
-//     task upserts no search attribute (order.go, OrderWorkflow).
 //
-// A new era of OrderType is a change id of its own under
-// workflow.GetVersion, with its flag in era; a workflow without its marker
-// is at VersionByType. (Or a new type, as VersionByType did: README
-// "Changing the workflow" says which costs what.)
+// A new era adds its constant here, raises latestVersion, and gates its new
+// commands on its flag in era.
 
 // VersionUpdates is the change id (workflow.GetVersion) of the saga that
 // takes pay and cancel as updates, registers RestoreStock before DeductStock,
@@ -126,21 +120,7 @@ const VersionPayments workflow.Version = 7
 // command sequence of every ending.
 const VersionLocalEnd workflow.Version = 8
 
-// VersionByType is version 9, and the first that a workflow's type
-// carries instead of a marker: new orders start as OrderType, whose
-// workflows are at this version without calling workflow.GetVersion, so
-// that placing an order writes no TemporalChangeVersion upsert (and no
-// marker). The relay also starts them with OrderStatus AWAITING_PAYMENT,
-// which the workflow no longer upserts once placed (docs/design.md §4.7):
-// an order's first workflow task, placing it, then writes no visibility
-// update at all, where version 8's wrote two. Its other commands are
-// version 8's; the change ids of earlier rules (changeFree,
-// changeEarlierRuns) are in force in it without their markers
-// (order.version).
-const VersionByType workflow.Version = 9
-
-// latestVersion is the newest version of LegacyOrderType: a workflow of
-// that type started by an older relay runs at it.
+// latestVersion is the version new workflows start at.
 const latestVersion = VersionLocalEnd
 
 // era is what the version a workflow started at decides.
@@ -156,25 +136,10 @@ type era struct {
 	// payments: started at VersionPayments or later (an order with a
 	// provider then pays at it); localEnd: at VersionLocalEnd or later.
 	payments, localEnd bool
-	// byType: started as OrderType (VersionByType): no version markers,
-	// and AWAITING_PAYMENT is the status it started with.
-	byType bool
 }
 
 func eraOf(v workflow.Version) era {
 	return era{v1: v >= 1, lean: v >= VersionLeanSaga, strictDeadline: v >= VersionDeadline,
 		paidWhilePlacing: v >= VersionPaidWhilePlacing, oneStepEnd: v >= VersionOneStepEnd, localPay: v >= VersionLocalPay,
-		payments: v >= VersionPayments, localEnd: v >= VersionLocalEnd, byType: v >= VersionByType}
-}
-
-// version is the version in force in o of a change id that predates
-// VersionByType (whose max it is): its latest for an order started as
-// OrderType, without a marker; what workflow.GetVersion records or finds
-// for an order of LegacyOrderType. A change id of a later era calls
-// workflow.GetVersion itself.
-func (o *order) version(ctx workflow.Context, changeID string, max workflow.Version) workflow.Version {
-	if o.byType {
-		return max
-	}
-	return workflow.GetVersion(ctx, changeID, workflow.DefaultVersion, max)
+		payments: v >= VersionPayments, localEnd: v >= VersionLocalEnd}
 }

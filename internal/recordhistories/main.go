@@ -246,9 +246,7 @@ type scenario struct {
 	// scenario wants, and a description of its result.
 	drive func(ctx context.Context, c client.Client, f *fakes, sc scenario, ref domain.OrderRef) (client.WorkflowRun, string, error)
 	// markers are the change ids (workflow.GetVersion) whose version
-	// marker the history must record, when its workflow is of a type that
-	// records them (not workflows.OrderType): the scenario's reason to
-	// exist.
+	// marker the history must record: the scenario's reason to exist.
 	markers []string
 }
 
@@ -479,7 +477,7 @@ func run(out, prefix, bin, address string, idBase int64, only string) error {
 
 	f := newFakes()
 	w := sdkworker.New(c, workflows.TaskQueue, sdkworker.Options{})
-	workflows.RegisterOrderWorkflow(w)
+	w.RegisterWorkflowWithOptions(workflows.OrderWorkflow, workflow.RegisterOptions{Name: "OrderWorkflow"})
 	w.RegisterWorkflowWithOptions(workflows.PaymentSettleWorkflow, workflow.RegisterOptions{Name: workflows.PaymentSettleWorkflowName})
 	w.RegisterActivity(f) // registers each method under its name, like the real worker
 	if err := w.Start(); err != nil {
@@ -551,17 +549,9 @@ func record(ctx context.Context, c client.Client, f *fakes, sc scenario, ref dom
 	if err != nil {
 		return "", err
 	}
-	if typ := events[0].GetWorkflowExecutionStartedEventAttributes().GetWorkflowType().GetName(); typ == workflows.OrderType {
-		// Its version is its type's: every change id before
-		// VersionByType is in force in it without a marker.
-		if len(changes) > 0 {
-			return "", fmt.Errorf("the history of %s, of type %s, records version markers %v: it should record none", run.GetID(), typ, changes)
-		}
-	} else {
-		for _, m := range sc.markers {
-			if !changes[m] {
-				return "", fmt.Errorf("the history of %s records no version marker of change %q (it has %v): the scenario missed its path", run.GetID(), m, changes)
-			}
+	for _, m := range sc.markers {
+		if !changes[m] {
+			return "", fmt.Errorf("the history of %s records no version marker of change %q (it has %v): the scenario missed its path", run.GetID(), m, changes)
 		}
 	}
 	bs, err := temporalproto.CustomJSONMarshalOptions{Indent: "  "}.Marshal(&historypb.History{Events: events})
@@ -583,11 +573,11 @@ func startOrder(ctx context.Context, c client.Client, sc scenario, ref domain.Or
 		TaskQueue:                                workflows.TaskQueue,
 		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
-		TypedSearchAttributes:                    workflows.SearchAttributes(ref, domain.StatusAwaitingPayment),
+		TypedSearchAttributes:                    workflows.SearchAttributes(ref, domain.StatusPending),
 		Memo:                                     map[string]any{"summary": workflows.Summary(ref, "")},
 		EnableEagerStart:                         true,
 	}
-	run, err := c.ExecuteWorkflow(ctx, opts, workflows.OrderType, in)
+	run, err := c.ExecuteWorkflow(ctx, opts, workflows.OrderWorkflow, in)
 	if err != nil {
 		return nil, fmt.Errorf("start: %w", err)
 	}
