@@ -1,10 +1,12 @@
 package testenv
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -49,14 +51,43 @@ func (r *RedisServer) Start() {
 	args := append([]string{"--port", fmt.Sprint(r.port), "--bind", "127.0.0.1",
 		"--dir", r.dir, "--save", "", "--appendonly", aof, "--appendfsync", "everysec"}, r.args...)
 	r.cmd = exec.Command("redis-server", args...)
+	// Its log, to say why when it exits before it answers (a port it
+	// could not bind, an argument it refused).
+	out := &lockedBuffer{}
+	r.cmd.Stdout, r.cmd.Stderr = out, out
 	if err := r.cmd.Start(); err != nil {
 		r.t.Fatalf("start redis-server: %v", err)
 	}
 	r.done = make(chan struct{})
 	go func(cmd *exec.Cmd, done chan struct{}) { _ = cmd.Wait(); close(done) }(r.cmd, r.done)
-	c := redis.NewClient(&redis.Options{Addr: r.Addr()})
+	c := redis.NewClient(&redis.Options{Addr: r.Addr(), MaxRetries: -1})
 	defer c.Close()
-	Eventually(r.t, 10*time.Second, func() error { return c.Ping(context.Background()).Err() })
+	Eventually(r.t, 10*time.Second, func() error {
+		select {
+		case <-r.done:
+			r.t.Fatalf("redis-server %v exited before it answered:\n%s", args, out.String())
+		default:
+		}
+		return c.Ping(context.Background()).Err()
+	})
+}
+
+// lockedBuffer is a bytes.Buffer that a process writes while a test reads.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // Stop shuts the server down (SIGTERM: the AOF, if on, is flushed; without
