@@ -1,7 +1,6 @@
 package push_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -57,7 +56,7 @@ type harness struct {
 	hub  *push.Hub
 	srv  *httptest.Server
 	name string // CLIENT SETNAME of the hub's Redis connections
-	logs *syncBuffer
+	logs *testenv.SyncBuffer
 	stop func() error // cancels Run and returns its result
 }
 
@@ -72,7 +71,7 @@ func newHarness(t *testing.T, cfg config) *harness {
 	hubRdb := redis.NewClient(&redis.Options{Addr: addr, DB: db, ClientName: name})
 	t.Cleanup(func() { _ = hubRdb.Close() })
 
-	h := &harness{t: t, rdb: rdb, pub: push.NewPublisher(rdb), name: name, logs: &syncBuffer{}}
+	h := &harness{t: t, rdb: rdb, pub: push.NewPublisher(rdb), name: name, logs: &testenv.SyncBuffer{}}
 	opts := cfg.opts
 	opts.Logger = slog.New(slog.NewTextHandler(io.MultiWriter(h.logs, t.Output()), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	mk := cfg.snapshot
@@ -371,21 +370,4 @@ func (l smallSendBuffers) Accept() (net.Conn, error) {
 		_ = tc.SetWriteBuffer(4096)
 	}
 	return c, nil
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

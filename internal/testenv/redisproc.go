@@ -53,7 +53,7 @@ func (r *RedisServer) Start() {
 	r.cmd = exec.Command("redis-server", args...)
 	// Its log, to say why when it exits before it answers (a port it
 	// could not bind, an argument it refused).
-	out := &lockedBuffer{}
+	out := &SyncBuffer{}
 	r.cmd.Stdout, r.cmd.Stderr = out, out
 	if err := r.cmd.Start(); err != nil {
 		r.t.Fatalf("start redis-server: %v", err)
@@ -72,19 +72,20 @@ func (r *RedisServer) Start() {
 	})
 }
 
-// lockedBuffer is a bytes.Buffer that a process writes while a test reads.
-type lockedBuffer struct {
+// SyncBuffer is a bytes.Buffer that one goroutine (a process's output, a
+// logger) writes while a test reads it.
+type SyncBuffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
 }
 
-func (b *lockedBuffer) Write(p []byte) (int, error) {
+func (b *SyncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Write(p)
 }
 
-func (b *lockedBuffer) String() string {
+func (b *SyncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()

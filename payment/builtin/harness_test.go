@@ -101,7 +101,7 @@ type harness struct {
 	failFirst  atomic.Int64
 	attempts   atomic.Int64
 	deliveries chan delivery
-	logs       *syncBuffer
+	logs       *testenv.SyncBuffer
 	stop       func() // stops Run and waits for it
 }
 
@@ -116,7 +116,7 @@ func newHarness(t *testing.T, db *sql.DB, opts ...func(*options)) *harness {
 	for _, f := range opts {
 		f(&o)
 	}
-	h := &harness{t: t, db: db, clock: &clock{}, deliveries: make(chan delivery, 256), logs: &syncBuffer{}}
+	h := &harness{t: t, db: db, clock: &clock{}, deliveries: make(chan delivery, 256), logs: &testenv.SyncBuffer{}}
 	h.hook = httptest.NewServer(http.HandlerFunc(h.receive))
 	t.Cleanup(h.hook.Close)
 	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.svc.ServeHTTP(w, r) }))
@@ -332,21 +332,4 @@ func apiCode(err error) string {
 		return ae.Code
 	}
 	return ""
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
