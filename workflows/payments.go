@@ -319,10 +319,11 @@ const changeEarlierRuns = "capture-of-an-earlier-run"
 
 // earlierRunsRefunded is the change's version 2: an earlier run's capture
 // that a signal heard with it says was refunded (after it, or before it
-// when the notifications came out of order) does not pay the order. A reset run hears its earlier run's signals together, while it
-// places the order; when the earlier run had refunded the capture, version
-// 1 acted on the capture before it reached the refund and made the order
-// PAID by money the buyer had got back (TestInterleavings, seed 8086).
+// when the notifications came out of order) does not pay the order. A
+// reset run hears its earlier run's signals together, while it places the
+// order; when the earlier run had refunded the capture, version 1 acted on
+// the capture before it reached the refund and made the order PAID by
+// money the buyer had got back (TestInterleavings, seed 8086).
 const earlierRunsRefunded workflow.Version = 2
 
 // refundedIn returns the payments that events say were refunded.

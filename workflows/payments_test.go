@@ -541,25 +541,25 @@ func TestCaptureOfAnEarlierRunPaysTheOrder(t *testing.T) {
 		v        workflow.Version
 		captured payment.Money
 		ownFirst bool
-		// refundedToo: the earlier run had refunded the capture, and its
-		// refund's signal comes with the capture's, as a Reset
-		// re-delivers them.
-		refundedToo bool
-		want        domain.Status
-		refunded    []string
+		// refund: the earlier run had refunded the capture, and its
+		// refund's signal comes with the capture's, as a Reset re-delivers
+		// them: after it, or before it (refundFirst).
+		refund, refundFirst bool
+		want                domain.Status
+		refunded            []string
 	}{
-		{"kept", earlierRunsRefunded, orderMoney, false, false, domain.StatusPaid, nil},
-		{"kept, version 1", 1, orderMoney, false, false, domain.StatusPaid, nil},
-		{"before the rule", workflow.DefaultVersion, orderMoney, false, false, domain.StatusExpired, []string{"pay-earlier"}},
-		{"another amount", earlierRunsRefunded, payment.Money{Minor: 1, Currency: "EUR"}, false, false, domain.StatusExpired, []string{"pay-earlier"}},
-		{"after this run's own payment", earlierRunsRefunded, orderMoney, true, false, domain.StatusExpired, []string{"pay-earlier"}},
+		{"kept", earlierRunsRefunded, orderMoney, false, false, false, domain.StatusPaid, nil},
+		{"kept, version 1", 1, orderMoney, false, false, false, domain.StatusPaid, nil},
+		{"before the rule", workflow.DefaultVersion, orderMoney, false, false, false, domain.StatusExpired, []string{"pay-earlier"}},
+		{"another amount", earlierRunsRefunded, payment.Money{Minor: 1, Currency: "EUR"}, false, false, false, domain.StatusExpired, []string{"pay-earlier"}},
+		{"after this run's own payment", earlierRunsRefunded, orderMoney, true, false, false, domain.StatusExpired, []string{"pay-earlier"}},
 		// The refund under the shop's key again: the provider answers the
 		// refund it made, and the order's row records it.
-		{"refunded by the earlier run", earlierRunsRefunded, orderMoney, false, true, domain.StatusExpired, []string{"pay-earlier"}},
+		{"refunded by the earlier run", earlierRunsRefunded, orderMoney, false, true, false, domain.StatusExpired, []string{"pay-earlier"}},
 		// The refund's notification overtook the capture's: the same.
-		{"refunded by the earlier run, notified first", earlierRunsRefunded, orderMoney, false, true, domain.StatusExpired, []string{"pay-earlier"}},
+		{"refunded by the earlier run, notified first", earlierRunsRefunded, orderMoney, false, true, true, domain.StatusExpired, []string{"pay-earlier"}},
 		// Version 1 made the order PAID by money its buyer had got back.
-		{"refunded by the earlier run, version 1", 1, orderMoney, false, true, domain.StatusPaid, nil},
+		{"refunded by the earlier run, version 1", 1, orderMoney, false, true, false, domain.StatusPaid, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env, _, prov := newPayEnv(t, nil)
@@ -569,7 +569,7 @@ func TestCaptureOfAnEarlierRunPaysTheOrder(t *testing.T) {
 				env.RegisterDelayedCallback(func() { update(t, env, UpdatePay, wantPayment(t, "pay-1")) }, 30*time.Second)
 			}
 			signalAt := time.Minute
-			if tc.refundedToo {
+			if tc.refund {
 				// While the order is being placed, as a reset run hears
 				// its earlier run's signals: together.
 				signalAt = 0
@@ -578,9 +578,9 @@ func TestCaptureOfAnEarlierRunPaysTheOrder(t *testing.T) {
 				capture := event("ev-1", "pay-earlier", payment.Captured, start.Add(time.Minute), tc.captured)
 				refund := event("ev-2", "pay-earlier", payment.Refunded, start.Add(time.Minute), tc.captured)
 				switch {
-				case !tc.refundedToo:
+				case !tc.refund:
 					env.SignalWorkflow(SignalPayment, capture)
-				case strings.HasSuffix(tc.name, "notified first"):
+				case tc.refundFirst:
 					env.SignalWorkflow(SignalPayment, refund)
 					env.SignalWorkflow(SignalPayment, capture)
 				default:
