@@ -46,7 +46,21 @@ const (
 	// half the starts were eager; with 256, the saga ran 1.8× faster at
 	// 0.77× the CPU per order (docs/performance.md, "Levers").
 	DefaultWorkflowTasks = 256
-	Pollers              = 4
+	// Pollers is each worker's activity task pollers: an order's steps run
+	// as local activities, so activity tasks come only with a failure or a
+	// payment provider's call.
+	Pollers = 4
+	// WorkflowTaskPollers is each worker's workflow task pollers, half of
+	// them on its sticky queue. A pay or cancel update, and an expiry's
+	// timer, reach the order's worker as a workflow task on that queue;
+	// the server hands the task straight to a poll that is waiting for one
+	// (a sync match), and writes it to its database to be read back when
+	// none is. With 4 pollers two of three pays were written so (a task
+	// row inserted, read and deleted, the queue's range locked: about 4
+	// of a pay's 20 statements in Temporal's database); with 32, one in
+	// fifty, and a pay cost the topology 0.86 of the CPU (docs/performance.md,
+	// "Lever 6"). A waiting poll is one held request, nothing more.
+	WorkflowTaskPollers = 32
 )
 
 // SetStickyCache sets how many workflows the process's workers keep in
@@ -102,7 +116,7 @@ func New(c client.Client, acts *activities.Activities, opts Options) *Worker {
 		MaxConcurrentActivityExecutionSize:     opts.MaxConcurrentActivities,
 		MaxConcurrentWorkflowTaskExecutionSize: opts.MaxConcurrentWorkflowTasks,
 		MaxConcurrentActivityTaskPollers:       Pollers,
-		MaxConcurrentWorkflowTaskPollers:       Pollers,
+		MaxConcurrentWorkflowTaskPollers:       WorkflowTaskPollers,
 	}
 	if opts.Tracing != nil {
 		wo.Interceptors = []interceptor.WorkerInterceptor{tracing(opts.Tracing)}
