@@ -2,8 +2,6 @@ package api_test
 
 import (
 	"context"
-	"database/sql"
-	"database/sql/driver"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -17,7 +15,6 @@ import (
 
 	"github.com/go-redsync/redsync/v4"
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
-	"github.com/lib/pq"
 	"github.com/redis/go-redis/v9"
 	"go.temporal.io/sdk/client"
 
@@ -38,19 +35,15 @@ type readsBench struct {
 	deps    api.Deps
 	url     string // the first instance
 	admin   string
-	queries atomic.Int64 // statements sent to Postgres
-	trips   atomic.Int64 // round trips to Redis (a pipeline is one)
+	queries *atomic.Int64 // statements sent to Postgres
+	trips   atomic.Int64  // round trips to Redis (a pipeline is one)
 }
 
 func startReadsBench(t *testing.T, cfg api.Config) *readsBench {
 	t.Helper()
 	b := &readsBench{t: t}
-	conn, err := pq.NewConnector(testenv.DatabaseURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := sql.OpenDB(countingConnector{conn, &b.queries})
-	t.Cleanup(func() { db.Close() })
+	db, queries := testenv.CountingDB(t, testenv.DatabaseURL(t))
+	b.queries = queries
 	st := store.OpenPostgresDB(db)
 	if err := st.Migrate(context.Background()); err != nil {
 		t.Fatal(err)
@@ -243,44 +236,6 @@ func TestSaleCopiesFollowOperators(t *testing.T) {
 		}
 		return nil
 	})
-}
-
-// countingConnector counts every statement its connections send.
-type countingConnector struct {
-	driver.Connector
-	n *atomic.Int64
-}
-
-func (c countingConnector) Connect(ctx context.Context) (driver.Conn, error) {
-	conn, err := c.Connector.Connect(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return countingConn{conn, c.n}, nil
-}
-
-type countingConn struct {
-	driver.Conn
-	n *atomic.Int64
-}
-
-func (c countingConn) Prepare(query string) (driver.Stmt, error) {
-	c.n.Add(1)
-	return c.Conn.Prepare(query)
-}
-
-func (c countingConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
-	c.n.Add(1)
-	return c.Conn.(driver.QueryerContext).QueryContext(ctx, query, args)
-}
-
-func (c countingConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
-	c.n.Add(1)
-	return c.Conn.(driver.ExecerContext).ExecContext(ctx, query, args)
-}
-
-func (c countingConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
-	return c.Conn.(driver.ConnBeginTx).BeginTx(ctx, opts)
 }
 
 // tripCounter counts the round trips of a go-redis client: a command or a

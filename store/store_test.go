@@ -48,7 +48,7 @@ func newSale(t *testing.T, st *store.Store, units int) int64 {
 	return s.ID
 }
 
-func stockOf(t *testing.T, st *store.Store, sale int64) int {
+func stockOf(t testing.TB, st *store.Store, sale int64) int {
 	t.Helper()
 	s, err := st.Sale(context.Background(), sale)
 	if err != nil {
