@@ -14,3 +14,6 @@ func (s *Store) PlaceTx(ctx context.Context, ref domain.OrderRef) error { return
 // ent's own migration cannot run twice at once in one process (it sets up
 // package-level tables), processes migrating at once can.
 func (s *Store) MigratePlaceFunction(ctx context.Context) error { return s.migratePlaceFunction(ctx) }
+
+// PlaceBody is the function's body.
+const PlaceBody = placeBody

@@ -48,7 +48,7 @@ func (s *Store) DeductStock(ctx context.Context, ref domain.OrderRef) error {
 // the sale).
 //
 // On Postgres the transaction is one statement, the function
-// seckill_place_order (place.go), whenever the order is placed; every
+// seckill_place_order_v1 (place.go), whenever the order is placed; every
 // other outcome, and every SQLite database, runs it through ent (placeTx).
 func (s *Store) PlaceOrder(ctx context.Context, ref domain.OrderRef) error {
 	if s.placeInOne(ctx, ref) {

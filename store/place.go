@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"log/slog"
 	"time"
 
 	"github.com/lib/pq"
@@ -12,7 +13,7 @@ import (
 	"github.com/seckill/seckill/ent/order"
 )
 
-// seckill_place_order (placeSignature, placeBody) is PlaceOrder's
+// seckill_place_order_v1 (placeFunc, placeParams, placeBody) is PlaceOrder's
 // transaction as one Postgres function, so that placing an order is one
 // statement where the transaction through ent is six (BEGIN, the DEDUCT
 // row, the sale's update, the tombstone check, the order row, COMMIT),
@@ -34,8 +35,13 @@ import (
 // takes a new snapshot under READ COMMITTED, so the tombstone check, made
 // after the sale's lock is taken, sees a RESTORE committed while it
 // waited for that lock, as placeTx's separate SELECT does.
+//
+// Its name carries its version: a change of its body or its parameters is
+// a new name (_v2), so that binaries of two versions migrating side by
+// side each keep the function they call, and no overload is left behind.
 const (
-	placeSignature = `seckill_place_order(
+	placeFunc   = "seckill_place_order_v1"
+	placeParams = `(
 	p_order bigint, p_sale bigint, p_user varchar, p_amount bigint, p_key varchar,
 	p_admitted timestamptz, p_not_before timestamptz, p_now timestamptz
 )`
@@ -46,10 +52,10 @@ BEGIN
 	UPDATE sales SET stock = stock - 1
 		WHERE id = p_sale AND stock > 0 AND cancelled_at IS NULL AND ends_at > p_not_before;
 	IF NOT FOUND THEN
-		RAISE EXCEPTION 'seckill_place_order: order % of sale %: no unit to take', p_order, p_sale;
+		RAISE EXCEPTION 'seckill_place_order_v1: order % of sale %: no unit to take', p_order, p_sale;
 	END IF;
 	IF EXISTS (SELECT 1 FROM stock_movements WHERE order_id = p_order AND kind = 'RESTORE') THEN
-		RAISE EXCEPTION 'seckill_place_order: order % was compensated', p_order;
+		RAISE EXCEPTION 'seckill_place_order_v1: order % was compensated', p_order;
 	END IF;
 	INSERT INTO orders (id, sale_id, user_id, quantity, amount_cents, status, reason, idempotency_key,
 			created_at, updated_at, admitted_at, payment_provider, payment_id, refund_id, refund_reason)
@@ -79,15 +85,15 @@ func (s *Store) migratePlaceFunction(ctx context.Context) error {
 	}
 	var body string
 	err = tx.QueryRowContext(ctx, `SELECT prosrc FROM pg_proc
-		WHERE proname = 'seckill_place_order'
-		AND pronamespace = (SELECT oid FROM pg_namespace WHERE nspname = current_schema())`).Scan(&body)
+		WHERE proname = $1
+		AND pronamespace = (SELECT oid FROM pg_namespace WHERE nspname = current_schema())`, placeFunc).Scan(&body)
 	switch {
 	case err == nil && body == placeBody:
 		return nil
 	case err != nil && !errors.Is(err, sql.ErrNoRows):
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, `CREATE OR REPLACE FUNCTION `+placeSignature+
+	if _, err := tx.ExecContext(ctx, `CREATE OR REPLACE FUNCTION `+placeFunc+placeParams+
 		` RETURNS void LANGUAGE plpgsql AS $$`+placeBody+`$$`); err != nil {
 		return err
 	}
@@ -97,24 +103,35 @@ func (s *Store) migratePlaceFunction(ctx context.Context) error {
 // placeLock is the advisory lock key of migratePlaceFunction.
 const placeLock = 0x5ec411_91ace
 
-// placeMissingFor is how long PlaceOrder goes without the function once
-// the database says it has none (a worker upgraded before `seckill
-// migrate` ran): each order then costs one failed call less.
-const placeMissingFor = time.Minute
+// placeOffFor is how long PlaceOrder goes without the function once the
+// database refuses the call itself (an error of class 42: no such
+// function, for a worker upgraded before `seckill migrate` ran; no right
+// to execute it; a column it names gone): each order then costs one
+// failed call less, and the log says why once per pause.
+const placeOffFor = time.Minute
 
-// placeInOne places the order with placeFunction and reports whether it
-// did; when it did not, placeTx must run.
+// placeInOne places the order with the function and reports whether it
+// did; when it did not, placeTx must run. Its refusals (P0001, raised;
+// 23505, the DEDUCT row or the buyer's other live order; 23503, no such
+// sale) and transient errors (which placeTx then meets too) are not
+// logged: placeTx answers them.
+//
+// The row's created_at and the ledger row's are the time of the call, not
+// of the insert after the sale's lock (as through ent): within the local
+// activity either way.
 func (s *Store) placeInOne(ctx context.Context, ref domain.OrderRef) (ok bool) {
-	if s.dialect != dialectPostgres || time.Now().UnixNano() < s.placeMissingUntil.Load() || !placeable(ref) {
+	if s.dialect != dialectPostgres || time.Now().UnixNano() < s.placeOffUntil.Load() || !placeable(ref) {
 		return false
 	}
 	admitted := AdmittedAt(ref)
-	_, err := s.sql.ExecContext(ctx, `SELECT seckill_place_order($1, $2, $3, $4, $5, $6, $7, $8)`,
+	_, err := s.sql.ExecContext(ctx, `SELECT `+placeFunc+`($1, $2, $3, $4, $5, $6, $7, $8)`,
 		ref.OrderID, ref.SaleID, ref.UserID, ref.AmountCents, ref.IdempotencyKey,
 		admitted, admitted.Add(-AdmissionSkew), time.Now())
 	var pqErr *pq.Error
-	if errors.As(err, &pqErr) && pqErr.Code == "42883" { // undefined_function
-		s.placeMissingUntil.Store(time.Now().Add(placeMissingFor).UnixNano())
+	if errors.As(err, &pqErr) && pqErr.Code.Class() == "42" {
+		s.placeOffUntil.Store(time.Now().Add(placeOffFor).UnixNano())
+		slog.WarnContext(ctx, "placing orders through the transaction for a while: the database refused "+placeFunc+
+			" (run `seckill migrate`)", "code", string(pqErr.Code), "err", pqErr.Message, "for", placeOffFor)
 	}
 	return err == nil
 }

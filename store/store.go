@@ -28,9 +28,9 @@ type Store struct {
 	db      *ent.Client
 	sql     *sql.DB
 	dialect string
-	// placeMissingUntil: PlaceOrder does not call seckill_place_order before
-	// this time (Unix ns), which the database said it lacks.
-	placeMissingUntil atomic.Int64
+	// placeOffUntil: PlaceOrder does not call its function before this
+	// time (Unix ns); see placeInOne.
+	placeOffUntil atomic.Int64
 }
 
 // Open connects to dsn: a postgres:// or postgresql:// URL for Postgres, or
@@ -121,7 +121,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 		return fmt.Errorf("migrate: %w", err)
 	}
 	if err := s.migratePlaceFunction(ctx); err != nil {
-		return fmt.Errorf("migrate: create seckill_place_order: %w", err)
+		return fmt.Errorf("migrate: create %s: %w", placeFunc, err)
 	}
 	if err := s.fillAdmittedAt(ctx); err != nil {
 		return fmt.Errorf("migrate: fill in orders' admitted_at: %w", err)
