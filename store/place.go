@@ -68,9 +68,9 @@ END
 
 // migratePlaceFunction creates the function, or replaces one whose body
 // differs (Postgres only). Processes migrating at once take turns (an
-// advisory lock): two CREATE OR REPLACE of one function at once fail
-// ("tuple concurrently updated"). A body already in place is left alone,
-// so that a migration replans nobody's calls.
+// advisory lock): two creations of one function at once fail
+// ("duplicate key value", "tuple concurrently updated"). A body already in
+// place is left alone, so that a migration replans nobody's calls.
 func (s *Store) migratePlaceFunction(ctx context.Context) error {
 	if s.dialect != dialectPostgres {
 		return nil
@@ -129,9 +129,14 @@ func (s *Store) placeInOne(ctx context.Context, ref domain.OrderRef) (ok bool) {
 		admitted, admitted.Add(-AdmissionSkew), time.Now())
 	var pqErr *pq.Error
 	if errors.As(err, &pqErr) && pqErr.Code.Class() == "42" {
-		s.placeOffUntil.Store(time.Now().Add(placeOffFor).UnixNano())
-		slog.WarnContext(ctx, "placing orders through the transaction for a while: the database refused "+placeFunc+
-			" (run `seckill migrate`)", "code", string(pqErr.Code), "err", pqErr.Message, "for", placeOffFor)
+		// Of the placings refused at once, the one that starts the pause
+		// says why.
+		if off := s.placeOffUntil.Load(); time.Now().UnixNano() >= off &&
+			s.placeOffUntil.CompareAndSwap(off, time.Now().Add(placeOffFor).UnixNano()) {
+			slog.WarnContext(ctx, "placing orders through the transaction for a while: the database refused "+placeFunc+
+				" (has `seckill migrate` run, and may this role execute it?)",
+				"code", string(pqErr.Code), "err", pqErr.Message, "for", placeOffFor)
+		}
 	}
 	return err == nil
 }

@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"database/sql"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -206,5 +207,41 @@ func TestPlaceFunctionNamesEveryRequiredColumn(t *testing.T) {
 		if !c.Nullable && !named[c.Name] {
 			t.Errorf("the function's order row leaves out %q, which cannot be NULL", c.Name)
 		}
+	}
+}
+
+// Placings refused the function at once say why once, not each.
+func TestARefusedFunctionIsLoggedOnce(t *testing.T) {
+	ctx := context.Background()
+	st, _, url := countingStore(t)
+	admin, err := sql.Open("postgres", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Close() })
+	if _, err := admin.Exec(`DROP FUNCTION seckill_place_order_v1`); err != nil {
+		t.Fatal(err)
+	}
+	var logs testenv.SyncBuffer
+	prev := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&logs, nil)))
+	t.Cleanup(func() { slog.SetDefault(prev) })
+	sale := newSale(t, st, 16)
+	first := orderid.FirstAt(time.Now())
+	var wg sync.WaitGroup
+	for i := range 16 {
+		wg.Go(func() {
+			ref := domain.OrderRef{OrderID: first + int64(i), SaleID: sale, UserID: "y" + string(rune('a'+i)), AmountCents: 1}
+			if err := st.PlaceOrder(ctx, ref); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := strings.Count(logs.String(), "placing orders through the transaction"); n != 1 {
+		t.Fatalf("%d warnings, want 1:\n%s", n, logs.String())
+	}
+	if got := stockOf(t, st, sale); got != 0 {
+		t.Fatalf("stock = %d, want 0", got)
 	}
 }
