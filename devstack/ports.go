@@ -78,6 +78,14 @@ type reservation struct {
 	below int
 }
 
+// newServerPorts is the reservation of the server's ports. They are
+// picked below the kernel's ephemeral range whatever the store: a
+// Postgres store keeps them in a SMALLINT column, and a port the kernel
+// picked, once its listener is released for the server to bind, can be
+// handed to any outgoing connection first (a CI run lost a membership
+// port so: "bind: address already in use" on 34703).
+func newServerPorts() *reservation { return &reservation{below: 1 << 15} }
+
 // take reserves port on ip, or a free port when port is 0.
 func (r *reservation) take(ip string, port int) (int, error) {
 	if port == 0 && r.below > 0 {

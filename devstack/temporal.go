@@ -80,10 +80,7 @@ func StartTemporal(ctx context.Context, opts TemporalOptions) (*Temporal, error)
 	// Ports are held open until just before the server binds them, so that the
 	// free ones picked here are not handed out twice, and so that a taken port
 	// is reported as an error: the server itself panics or exits on it.
-	var serverPorts, uiPorts reservation
-	if opts.Postgres != nil {
-		serverPorts.below = 1 << 15
-	}
+	serverPorts, uiPorts := newServerPorts(), reservation{}
 	defer serverPorts.release()
 	defer uiPorts.release()
 
@@ -120,7 +117,7 @@ func StartTemporal(ctx context.Context, opts TemporalOptions) (*Temporal, error)
 			names = append(names, string(primitives.InternalFrontendService))
 		}
 	}
-	services, err := serviceConfigs(&serverPorts, opts.IP, hosts.internal, frontendPort, all)
+	services, err := serviceConfigs(serverPorts, opts.IP, hosts.internal, frontendPort, all)
 	if err != nil {
 		return nil, err
 	}
