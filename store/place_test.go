@@ -30,6 +30,27 @@ func countingStore(t *testing.T) (*store.Store, func() int64, string) {
 	return st, func() int64 { return n.Swap(0) }, url
 }
 
+// dropPlaceFunction drops the placing function from the database at url,
+// as a database not migrated since it came, and returns a connection to
+// that database.
+func dropPlaceFunction(t *testing.T, url string) *sql.DB {
+	t.Helper()
+	admin, err := sql.Open("postgres", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Close() })
+	dropFunction(t, admin)
+	return admin
+}
+
+func dropFunction(t *testing.T, db *sql.DB) {
+	t.Helper()
+	if _, err := db.Exec(`DROP FUNCTION seckill_place_order_v1`); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // On Postgres an order is placed in one statement, seckill_place_order_v1,
 // where the transaction through ent takes six (docs/design.md §4.2).
 func TestPlaceOrderIsOneStatementOnPostgres(t *testing.T) {
@@ -140,18 +161,11 @@ func TestPlaceOrderWritesWhatItsTransactionWrites(t *testing.T) {
 
 // A worker upgraded before `seckill migrate` ran meets a database without
 // the function: it places every order through the transaction, and asks
-// for the function again only after placeMissingFor.
+// for the function again only after a pause (placeOffFor).
 func TestPlaceOrderWithoutTheFunction(t *testing.T) {
 	ctx := context.Background()
 	st, statements, url := countingStore(t)
-	admin, err := sql.Open("postgres", url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { admin.Close() })
-	if _, err := admin.Exec(`DROP FUNCTION seckill_place_order_v1`); err != nil {
-		t.Fatal(err)
-	}
+	admin := dropPlaceFunction(t, url)
 	sale := newSale(t, st, 5)
 	first := orderid.FirstAt(time.Now())
 	var counts []int64
@@ -175,9 +189,7 @@ func TestPlaceOrderWithoutTheFunction(t *testing.T) {
 	// concurrently updated").
 	for round := range 10 {
 		if round > 0 {
-			if _, err := admin.Exec(`DROP FUNCTION seckill_place_order_v1`); err != nil {
-				t.Fatal(err)
-			}
+			dropFunction(t, admin)
 		}
 		var wg sync.WaitGroup
 		for range 8 {
@@ -214,14 +226,7 @@ func TestPlaceFunctionNamesEveryRequiredColumn(t *testing.T) {
 func TestARefusedFunctionIsLoggedOnce(t *testing.T) {
 	ctx := context.Background()
 	st, _, url := countingStore(t)
-	admin, err := sql.Open("postgres", url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { admin.Close() })
-	if _, err := admin.Exec(`DROP FUNCTION seckill_place_order_v1`); err != nil {
-		t.Fatal(err)
-	}
+	dropPlaceFunction(t, url)
 	var logs testenv.SyncBuffer
 	prev := slog.Default()
 	slog.SetDefault(slog.New(slog.NewTextHandler(&logs, nil)))

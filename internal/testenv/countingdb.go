@@ -10,11 +10,10 @@ import (
 	"github.com/lib/pq"
 )
 
-// CountingDB opens the Postgres database at url (the test database,
-// DatabaseURL, or a schema of it) through a driver that counts every
-// statement its connections send (BEGIN and COMMIT aside), for the tests
-// that assert how many queries a request or a step costs. The pool is
-// closed when the test ends.
+// CountingDB opens the Postgres database at url (a DatabaseURL) through
+// a driver that counts every statement its connections send (BEGIN and
+// COMMIT aside), for the tests that assert how many queries a request or
+// a step costs. The pool is closed when the test ends.
 func CountingDB(t testing.TB, url string) (*sql.DB, *atomic.Int64) {
 	t.Helper()
 	conn, err := pq.NewConnector(url)
