@@ -223,14 +223,29 @@ func (h *RedisHA) AwaitReplica(addr string, within time.Duration) {
 		return nil
 	})
 	_, port, _ := net.SplitHostPort(addr)
-	awaitReplicas(h.t, h.Primary(), 30*time.Second, true, func(replicas []string) error {
+	// Within the same bound: a full resync on a loaded machine (a fork, the
+	// snapshot, its load) can take longer than a quiet one suggests.
+	awaitReplicas(h.t, h.Primary(), within, true, func(replicas []string) error {
 		for _, r := range replicas {
 			if strings.Contains(r, "port="+port+",") {
 				return nil
 			}
 		}
-		return fmt.Errorf("%s is not among the replicas in sync %v", addr, replicas)
+		return fmt.Errorf("%s is not among the replicas in sync %v; it reports %s", addr, replicas, replicaLink(addr))
 	})
+}
+
+// replicaLink is what a replica says of its link to its primary.
+func replicaLink(addr string) string {
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	defer c.Close()
+	info, err := c.Info(context.Background(), "replication").Result()
+	if err != nil {
+		return err.Error()
+	}
+	return fmt.Sprintf("master %s:%s, link %s, sync in progress %s, offset %s",
+		infoField(info, "master_host"), infoField(info, "master_port"), infoField(info, "master_link_status"),
+		infoField(info, "master_sync_in_progress"), infoField(info, "slave_repl_offset"))
 }
 
 // waitInSync waits until the primary at addr has n replicas online that
