@@ -43,6 +43,30 @@ type PostgresStore struct {
 	// VisibilityURL is the visibility store; "" is URL's server with the
 	// database name suffixed "_visibility".
 	VisibilityURL string
+	// Driver is the server's Postgres driver: DriverPGX (the default, "")
+	// or DriverPQ.
+	Driver string
+}
+
+// The Temporal server's two Postgres drivers, for PostgresStore.Driver.
+// pgx prepares each statement once per connection and then sends it with
+// its parameters in one round trip; lib/pq sends every statement whole,
+// and with parameters in two (Parse, then Bind and Execute), so that
+// Postgres parses and plans it each time (docs/performance.md, lever 8).
+const (
+	DriverPGX = "pgx"
+	DriverPQ  = "pq"
+)
+
+// plugin is the server's SQL plugin of a driver.
+func plugin(driver string) (string, error) {
+	switch driver {
+	case "", DriverPGX:
+		return postgresql.PluginNamePGX, nil
+	case DriverPQ:
+		return postgresql.PluginName, nil
+	}
+	return "", fmt.Errorf("devstack: Postgres driver %q: want %s or %s", driver, DriverPGX, DriverPQ)
 }
 
 // Embedded schema directories of go.temporal.io/server/schema.
@@ -51,8 +75,13 @@ const (
 	postgresVisibilitySchema = "postgresql/v12/visibility"
 )
 
-// postgresSQL reads a postgres:// URL into the server's SQL config.
-func postgresSQL(raw string) (*config.SQL, error) {
+// postgresSQL reads a postgres:// URL into the server's SQL config, with
+// the plugin of driver.
+func postgresSQL(raw, driver string) (*config.SQL, error) {
+	pluginName, err := plugin(driver)
+	if err != nil {
+		return nil, err
+	}
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") || u.Host == "" {
 		return nil, fmt.Errorf("devstack: %q is not a postgres://user:password@host:port/db URL", redact.URL(raw))
@@ -65,7 +94,7 @@ func postgresSQL(raw string) (*config.SQL, error) {
 	if u.Port() == "" {
 		host += ":5432"
 	}
-	cfg := &config.SQL{PluginName: postgresql.PluginName, DatabaseName: name, ConnectAddr: host, ConnectProtocol: "tcp",
+	cfg := &config.SQL{PluginName: pluginName, DatabaseName: name, ConnectAddr: host, ConnectProtocol: "tcp",
 		User: u.User.Username(), ConnectAttributes: map[string]string{}, MaxConns: 20, MaxIdleConns: 20}
 	cfg.Password, _ = u.User.Password()
 	for k, vs := range u.Query() {
@@ -94,10 +123,10 @@ func preparePostgres(p PostgresStore, slogger *slog.Logger) (store, visibility *
 	if err != nil {
 		return nil, nil, err
 	}
-	if store, err = postgresSQL(p.URL); err != nil {
+	if store, err = postgresSQL(p.URL, p.Driver); err != nil {
 		return nil, nil, err
 	}
-	if visibility, err = postgresSQL(visURL); err != nil {
+	if visibility, err = postgresSQL(visURL, p.Driver); err != nil {
 		return nil, nil, err
 	}
 	unlock, err := lockSetup(p.URL)

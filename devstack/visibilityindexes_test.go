@@ -28,7 +28,7 @@ func TestVisibilityIndexesTrimSurvivesAnUpgradeThatDropsAnIndex(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := postgresSQL(visURL)
+	cfg, err := postgresSQL(visURL, DriverPGX)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,10 +20,11 @@ import (
 // server keeps its state: `seckill temporal --postgres-url` creates the
 // databases and their schemas with the server's own schema tooling, with 8
 // history shards, a retention, a dynamic-config file and its own metrics,
-// and serve and worker processes run the README's tour on it. The server
-// then restarts on the existing database (the schema step finds it
-// current: the upgrade path) and the tour runs again; a change to the
-// dynamic-config file applies without a restart.
+// and serve and worker processes run the README's tour on it, through the
+// default driver (pgx). The server then restarts on the existing database
+// with the other driver, lib/pq (the schema step finds it current: the
+// upgrade path), and the tour runs again; a change to the dynamic-config
+// file applies without a restart.
 func TestTemporalOnPostgres(t *testing.T) {
 	dbURL := testenv.TemporalDatabaseURL(t)
 	dcFile := filepath.Join(t.TempDir(), "dynamicconfig.yaml")
@@ -67,6 +69,7 @@ func TestTemporalOnPostgres(t *testing.T) {
 	}
 
 	st.Temporal.Stop()
+	st.Temporal.Args = append(slices.Clone(st.Temporal.Args), "--postgres-driver", "pq")
 	st.Temporal.Start()
 	waitReady(t, st.api+"/readyz", 60*time.Second)
 	runTour(t, st.api, admin, strings.TrimSpace(st.seckill(t, "token", "--user", "pg-tourist-2")))

@@ -27,6 +27,7 @@ type TemporalCmd struct {
 	DataDir       string        `name:"data-dir" help:"Keep Temporal's state in DIR/temporal.db (default: in memory)."`
 	PostgresURL   string        `name:"postgres-url" env:"SECKILL_TEMPORAL_POSTGRES_URL" secret:"url" help:"Keep Temporal's state in Postgres instead (postgres://user:pass@host:5432/temporal?sslmode=disable): the database and its schema are created, or upgraded to this server's version, on start."`
 	VisibilityURL string        `name:"postgres-visibility-url" env:"SECKILL_TEMPORAL_POSTGRES_VISIBILITY_URL" secret:"url" help:"Postgres database for visibility (default: --postgres-url's database name with _visibility)."`
+	PGDriver      string        `name:"postgres-driver" env:"SECKILL_TEMPORAL_POSTGRES_DRIVER" enum:"pgx,pq" default:"pgx" help:"The server's Postgres driver: pgx prepares each statement once per connection and sends it with its parameters in one round trip; pq (lib/pq) has Postgres parse and plan every statement, in two round trips when it has parameters. Behind a pooler in transaction mode (PgBouncer), which cannot keep prepared statements, use pq."`
 	Services      []string      `name:"services" sep:"," enum:"frontend,history,matching,worker" default:"frontend,history,matching,worker" help:"The services this process runs: processes that share --postgres-url and run some each form one cluster."`
 	FrontendAddr  string        `name:"frontend-address" help:"The cluster's frontend host:port, for a process that does not run it."`
 	HistoryShards int           `name:"history-shards" env:"SECKILL_TEMPORAL_HISTORY_SHARDS" default:"1" help:"History shards, fixed when the database is created: a server given another count on an existing database refuses to start."`
@@ -115,7 +116,7 @@ func (c *TemporalCmd) options() devstack.TemporalOptions {
 	}
 	opts.Services, opts.FrontendAddress = c.Services, c.FrontendAddr
 	if c.PostgresURL != "" {
-		opts.Postgres = &devstack.PostgresStore{URL: c.PostgresURL, VisibilityURL: c.VisibilityURL}
+		opts.Postgres = &devstack.PostgresStore{URL: c.PostgresURL, VisibilityURL: c.VisibilityURL, Driver: c.PGDriver}
 	}
 	return opts
 }
