@@ -237,9 +237,7 @@ func (h *RedisHA) AwaitReplica(addr string, within time.Duration) {
 
 // replicaLink is what a replica says of its link to its primary.
 func replicaLink(addr string) string {
-	c := redis.NewClient(&redis.Options{Addr: addr})
-	defer c.Close()
-	info, err := c.Info(context.Background(), "replication").Result()
+	info, err := replicationInfo(addr)
 	if err != nil {
 		return err.Error()
 	}

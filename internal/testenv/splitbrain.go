@@ -193,11 +193,17 @@ func (s *SplitBrain) AwaitDemotion(within time.Duration) {
 // serverRole is the server's role as it reports it ("master", "slave"),
 // or "" when it does not answer.
 func serverRole(addr string) string {
-	c := redis.NewClient(&redis.Options{Addr: addr})
-	defer c.Close()
-	info, err := c.Info(context.Background(), "replication").Result()
+	info, err := replicationInfo(addr)
 	if err != nil {
 		return ""
 	}
 	return infoField(info, "role")
+}
+
+// replicationInfo is the server's INFO replication, on a connection of
+// its own.
+func replicationInfo(addr string) (string, error) {
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	defer c.Close()
+	return c.Info(context.Background(), "replication").Result()
 }
