@@ -31,7 +31,7 @@ func BenchmarkPlaceOrderOneSale(b *testing.B) {
 		b.Run(way.name, func(b *testing.B) {
 			ctx := context.Background()
 			db, statements := testenv.CountingDB(b, testenv.DatabaseURL(b))
-			db.SetMaxOpenConns(32) // as store.Open
+			db.SetMaxOpenConns(store.PostgresPool)
 			st := store.OpenPostgresDB(db)
 			if err := st.Migrate(ctx); err != nil {
 				b.Fatal(err)

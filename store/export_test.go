@@ -17,3 +17,6 @@ func (s *Store) MigratePlaceFunction(ctx context.Context) error { return s.migra
 
 // PlaceBody is the function's body.
 const PlaceBody = placeBody
+
+// PostgresPool is Open's pool size on Postgres.
+const PostgresPool = postgresPool

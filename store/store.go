@@ -51,8 +51,8 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		dialect = dialectPostgres
 		db, err = sql.Open("postgres", dsn)
 		if err == nil {
-			db.SetMaxOpenConns(32)
-			db.SetMaxIdleConns(32)
+			db.SetMaxOpenConns(postgresPool)
+			db.SetMaxIdleConns(postgresPool)
 			db.SetConnMaxIdleTime(5 * time.Minute)
 		}
 	case strings.HasPrefix(dsn, "sqlite:"):
@@ -84,6 +84,10 @@ func OpenPostgresDB(db *sql.DB) *Store {
 	drv := entsql.OpenDB(dialectPostgres, db)
 	return &Store{db: ent.NewClient(ent.Driver(drv)), sql: db, dialect: dialectPostgres}
 }
+
+// postgresPool is how many connections a process keeps to Postgres at
+// most (docs/performance.md, Sizing: max_connections).
+const postgresPool = 32
 
 const (
 	dialectPostgres = dialect.Postgres
