@@ -60,13 +60,14 @@ type TemporalConn struct {
 	TemporalTLSKey        string `name:"temporal-tls-key" env:"TEMPORAL_TLS_KEY" type:"existingfile" help:"Private key (PEM) of --temporal-tls-cert."`
 	TemporalTLSServerName string `name:"temporal-tls-server-name" env:"TEMPORAL_TLS_SERVER_NAME" help:"Name Temporal's certificate must carry; default: the host of --temporal-address."`
 	TemporalAPIKey        string `name:"temporal-api-key" env:"TEMPORAL_API_KEY" secret:"" help:"API key sent as a bearer token on every Temporal call (Temporal Cloud). A secret: pass it in the environment."`
+	TemporalCompression   string `name:"temporal-compression" env:"SECKILL_TEMPORAL_COMPRESSION" enum:"none,gzip" default:"none" help:"Compress the calls to Temporal: none, or gzip (the SDK's default), which spends CPU at both ends to save bandwidth to a distant server."`
 }
 
 // apply sets the connection options and credentials of o.
 func (c TemporalConn) apply(o *client.Options) error {
 	return temporalconf.Settings{
 		TLS: c.TemporalTLS, CAFile: c.TemporalTLSCA, CertFile: c.TemporalTLSCert, KeyFile: c.TemporalTLSKey,
-		ServerName: c.TemporalTLSServerName, APIKey: c.TemporalAPIKey,
+		ServerName: c.TemporalTLSServerName, APIKey: c.TemporalAPIKey, Compression: c.TemporalCompression,
 	}.Apply(o)
 }
 

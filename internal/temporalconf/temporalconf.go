@@ -1,8 +1,9 @@
 // Package temporalconf turns the Temporal connection flags of seckill's
 // commands into the SDK's client options: plain for a local server, TLS
 // (with the system's roots or a CA of its own, and a server name), mTLS
-// with a client certificate, and an API key, as Temporal Cloud asks. It
-// lives apart from the commands so that CI tests it.
+// with a client certificate, and an API key, as Temporal Cloud asks; and
+// whether the calls are compressed. It lives apart from the commands so
+// that CI tests it.
 package temporalconf
 
 import (
@@ -29,6 +30,14 @@ type Settings struct {
 	ServerName string
 	// APIKey is sent as "Authorization: Bearer <key>" on every call.
 	APIKey string
+	// Compression is "none" (""), or "gzip": each call's messages
+	// compressed, and the server's answers with them. The SDK's own default
+	// is gzip; seckill's messages are a few hundred bytes, which gzip
+	// hardly shrinks, and on a pay it cost the Temporal frontend about a
+	// tenth of its CPU and the worker and the api 7-8 % of theirs
+	// (docs/performance.md, "Lever 9"). gzip saves bandwidth to a server
+	// far away.
+	Compression string
 }
 
 // Apply sets o's connection options and credentials.
@@ -76,6 +85,14 @@ func (s Settings) Apply(o *client.Options) error {
 	}
 	if s.APIKey != "" {
 		o.Credentials = client.NewAPIKeyStaticCredentials(s.APIKey)
+	}
+	switch s.Compression {
+	case "", "none":
+		o.ConnectionOptions.GrpcCompression = &client.GrpcCompressionNone{}
+	case "gzip":
+		o.ConnectionOptions.GrpcCompression = &client.GrpcCompressionGzip{}
+	default:
+		return fmt.Errorf("temporal: --temporal-compression must be none or gzip, not %q", s.Compression)
 	}
 	return nil
 }

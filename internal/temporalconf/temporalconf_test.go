@@ -50,20 +50,33 @@ func TestSettingsRefuseWhatCannotWork(t *testing.T) {
 	if err := (temporalconf.Settings{}).Apply(&o); err != nil || o.ConnectionOptions.TLS != nil || !o.ConnectionOptions.TLSDisabled {
 		t.Errorf("nothing given: %v, TLS %v; want a plain connection", err, o.ConnectionOptions.TLS)
 	}
+	if _, none := o.ConnectionOptions.GrpcCompression.(*client.GrpcCompressionNone); !none {
+		t.Errorf("nothing given: compression %T; want none (the SDK's default would be gzip)", o.ConnectionOptions.GrpcCompression)
+	}
+	o = client.Options{}
+	if err := (temporalconf.Settings{Compression: "gzip"}).Apply(&o); err != nil {
+		t.Errorf("gzip: %v", err)
+	} else if _, gzip := o.ConnectionOptions.GrpcCompression.(*client.GrpcCompressionGzip); !gzip {
+		t.Errorf("gzip: compression %T", o.ConnectionOptions.GrpcCompression)
+	}
+	if err := (temporalconf.Settings{Compression: "zstd"}).Apply(&client.Options{}); err == nil {
+		t.Error("compression zstd: accepted")
+	}
 }
 
 // A server that refuses a namespace's calls without its API key
 // (`seckill temporal --api-key`): the key the settings name arrives, a
-// wrong or missing one is refused.
+// wrong or missing one is refused, with the calls compressed or not.
 func TestAPIKeyArrives(t *testing.T) {
 	tp := testenv.NewTemporal(t)
 	tp.Args = []string{"--api-key", "the-right-key"}
 	tp.Start()
 	for _, c := range []struct {
-		key     string
-		allowed bool
-	}{{"the-right-key", true}, {"a-wrong-key", false}, {"", false}} {
-		err := describeNamespace(t, tp.Address(), temporalconf.Settings{TLS: "off", APIKey: c.key})
+		key         string
+		allowed     bool
+		compression string
+	}{{"the-right-key", true, "none"}, {"the-right-key", true, "gzip"}, {"a-wrong-key", false, "gzip"}, {"", false, "none"}} {
+		err := describeNamespace(t, tp.Address(), temporalconf.Settings{TLS: "off", APIKey: c.key, Compression: c.compression})
 		var denied *serviceerror.PermissionDenied
 		if c.allowed && err != nil || !c.allowed && !errors.As(err, &denied) {
 			t.Errorf("key %q: %v; want allowed=%v (else PermissionDenied)", c.key, err, c.allowed)
