@@ -162,15 +162,19 @@ func (a *Activities) EndOrder(ctx context.Context, in FinishInput) (domain.Statu
 	return final, nil
 }
 
-// MarkPaid records the payment.
-func (a *Activities) MarkPaid(ctx context.Context, ref domain.OrderRef) error {
+// MarkPaid records the payment and returns when the order was paid (the
+// row's paid_at): the pay update answers with it instead of the api
+// reading the row again. Workflows recorded before it returned the time
+// read none, and get the zero time.
+func (a *Activities) MarkPaid(ctx context.Context, ref domain.OrderRef) (time.Time, error) {
 	start := time.Now()
-	err := classify(a.Store.MarkPaid(ctx, ref.OrderID))
+	at, err := a.Store.RecordPaid(ctx, ref.OrderID, "", "")
+	err = classify(err)
 	a.Metrics.observe("MarkPaid", start, err)
 	if err == nil {
 		a.Metrics.entered(domain.StatusPaid)
 	}
-	return err
+	return at, err
 }
 
 // ReleaseReservation gives the unit back to Redis and frees the buyer, so

@@ -224,16 +224,18 @@ func (a *Activities) refundAt(ctx context.Context, in RefundInput) (payment.Prov
 // MarkPaidWith records the payment, with the provider's payment that paid
 // the order: MarkPaid of workflows that run their payment at a provider
 // (workflows.VersionPayments). MarkPaid keeps its input for the workflows
-// of earlier versions, which call it by name.
-func (a *Activities) MarkPaidWith(ctx context.Context, in PaidInput) error {
+// of earlier versions, which call it by name. Like MarkPaid, it returns
+// when the order was paid.
+func (a *Activities) MarkPaidWith(ctx context.Context, in PaidInput) (time.Time, error) {
 	start := time.Now()
-	err := classify(a.Store.MarkPaidWith(ctx, in.Ref.OrderID, in.Provider, in.PaymentID))
+	at, err := a.Store.RecordPaid(ctx, in.Ref.OrderID, in.Provider, in.PaymentID)
+	err = classify(err)
 	a.Metrics.observe("MarkPaid", start, err)
 	if err == nil {
 		a.Metrics.entered(domain.StatusPaid)
 		a.Metrics.paymentCaptured()
 	}
-	return err
+	return at, err
 }
 
 // provider returns the configured provider named name.

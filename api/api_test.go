@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -166,6 +167,16 @@ func TestPayAndCancel(t *testing.T) {
 	}
 	ps.await(t, payer, domain.StatusPaid)
 	s.waitStatus(payer, "payer", domain.StatusPaid)
+	if r.status == http.StatusOK {
+		// The pay's answer, which comes from the update's answer and not
+		// from a second read of the row, is the order as a read shows it.
+		var paid, read map[string]any
+		r.decode(t, &paid)
+		s.do("GET", "/v1/orders/"+payer, s.token("payer", auth.RoleBuyer), nil).decode(t, &read)
+		if !reflect.DeepEqual(paid, read) {
+			t.Errorf("pay answered %v; a read of the order shows %v", paid, read)
+		}
+	}
 
 	if s.buy(sale.ID, "newcomer").problem(t).Code != wire.CodeSoldOut {
 		t.Fatal("a third buyer got a unit of a 2-unit sale")

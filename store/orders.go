@@ -359,32 +359,47 @@ func (s *Store) EndOrder(ctx context.Context, ref domain.OrderRef, status domain
 // MarkPaid moves an AWAITING_PAYMENT order to PAID. Paying a paid order is
 // a no-op; any other status is domain.ErrConflict.
 func (s *Store) MarkPaid(ctx context.Context, orderID int64) error {
-	return s.MarkPaidWith(ctx, orderID, "", "")
+	_, err := s.RecordPaid(ctx, orderID, "", "")
+	return err
 }
 
 // MarkPaidWith is MarkPaid for an order paid at a provider: the row also
 // records the provider and its payment's id ("" for none). Paying a paid
 // order is a no-op that keeps the payment it was paid with.
 func (s *Store) MarkPaidWith(ctx context.Context, orderID int64, provider, paymentID string) error {
+	_, err := s.RecordPaid(ctx, orderID, provider, paymentID)
+	return err
+}
+
+// RecordPaid is MarkPaidWith that also says when the order was paid: the
+// row's paid_at, which is its updated_at too when this call paid it; zero
+// for a row paid before paid_at was kept. The time is in UTC to the
+// microsecond, what the column keeps, so that the pay update's answer
+// (workflows.OrderState.PaidAt) shows what a read of the row shows.
+func (s *Store) RecordPaid(ctx context.Context, orderID int64, provider, paymentID string) (paidAt time.Time, _ error) {
+	now := time.Now().UTC().Truncate(time.Microsecond)
 	n, err := s.db.Order.Update().
 		Where(order.ID(orderID), order.StatusEQ(order.StatusAWAITING_PAYMENT)).
-		SetStatus(order.StatusPAID).SetReason("").SetPaidAt(time.Now()).
+		SetStatus(order.StatusPAID).SetReason("").SetPaidAt(now).SetUpdatedAt(now).
 		SetPaymentProvider(provider).SetPaymentID(paymentID).
 		Save(ctx)
 	if err != nil {
-		return fmt.Errorf("mark order %d paid: %w", orderID, err)
+		return time.Time{}, fmt.Errorf("mark order %d paid: %w", orderID, err)
 	}
 	if n == 1 {
-		return nil
+		return now, nil
 	}
 	o, err := s.Order(ctx, orderID)
 	if err != nil {
-		return err
+		return time.Time{}, err
 	}
 	if o.Status == order.StatusPAID {
-		return nil
+		if o.PaidAt == nil {
+			return time.Time{}, nil // paid before paid_at was kept
+		}
+		return o.PaidAt.UTC(), nil
 	}
-	return fmt.Errorf("%w: order %d is %s", domain.ErrConflict, orderID, o.Status)
+	return time.Time{}, fmt.Errorf("%w: order %d is %s", domain.ErrConflict, orderID, o.Status)
 }
 
 // RecordRefund records on the order the refund of a payment the order did

@@ -166,11 +166,12 @@ func TestOrderLifecycle(t *testing.T) {
 		if !errors.Is(err, domain.ErrInvalidOrder) {
 			t.Fatalf("second live order: %v, want ErrInvalidOrder", err)
 		}
-		if err := st.MarkPaid(ctx, 10); err != nil {
-			t.Fatal(err)
+		at, err := st.RecordPaid(ctx, 10, "", "")
+		if err != nil || at.IsZero() {
+			t.Fatalf("pay: %v, %v", at, err)
 		}
-		if err := st.MarkPaid(ctx, 10); err != nil {
-			t.Fatalf("paying twice: %v", err)
+		if again, err := st.RecordPaid(ctx, 10, "", ""); err != nil || !again.Equal(at) {
+			t.Fatalf("paying twice: %v, %v; want no error and the first payment's time %v", again, err, at)
 		}
 		// A paid order is final: cancelling it changes nothing, and the
 		// caller learns that it is PAID.
@@ -180,6 +181,11 @@ func TestOrderLifecycle(t *testing.T) {
 		o, err := st.Order(ctx, 10)
 		if err != nil || o.Status != order.StatusPAID {
 			t.Fatalf("order = %+v, %v; want PAID", o, err)
+		}
+		// The time the pay returned is the row's, as a read shows it (the
+		// pay update answers with it: orders.Service.transition).
+		if o.PaidAt == nil || !o.PaidAt.Equal(at) || !o.UpdatedAt.Equal(at) {
+			t.Fatalf("row paid at %v, updated at %v; want both %v", o.PaidAt, o.UpdatedAt, at)
 		}
 	})
 }

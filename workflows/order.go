@@ -73,6 +73,12 @@ type OrderState struct {
 	// provider (VersionPayments), which stays AWAITING_PAYMENT until the
 	// provider says the payment was captured.
 	Payment *PaymentAction `json:",omitempty"`
+	// PaidAt is when a PAID order was paid, as its row says (MarkPaid's
+	// answer): the pay update's answer carries it, so the api answers a
+	// pay without reading the row again. Nil when the run did not record
+	// the payment itself (a row already PAID at its ending, or a MarkPaid
+	// recorded before it answered with the time).
+	PaidAt *time.Time `json:",omitempty"`
 }
 
 // CancelRequest is the payload of the cancel update (and of the cancel
@@ -210,22 +216,33 @@ func (o *order) pay(ctx workflow.Context) (OrderState, error) {
 	if paid := o.provider.paid(); paid != nil {
 		name, arg = markPaidWith, activities.PaidInput{Ref: o.ref, Provider: o.provider.name, PaymentID: paid.p.ID}
 	}
+	var at time.Time
 	if o.localPay {
 		// In this workflow task, once: the update that decided, the row and
 		// the close then take one task. A failure (the database down or
 		// slow) is left to the ordinary activity below.
 		lctx := workflow.WithLocalActivityOptions(ctx, tryOnceOptions)
-		if err := workflow.ExecuteLocalActivity(lctx, name, arg).Get(ctx, nil); err == nil {
-			o.set(ctx, domain.StatusPaid, "")
-			return o.state, nil
+		if err := workflow.ExecuteLocalActivity(lctx, name, arg).Get(ctx, &at); err == nil {
+			return o.paid(ctx, at), nil
 		}
 	}
 	pctx := workflow.WithActivityOptions(ctx, compensationOptions)
-	if err := workflow.ExecuteActivity(pctx, name, arg).Get(ctx, nil); err != nil {
+	if err := workflow.ExecuteActivity(pctx, name, arg).Get(ctx, &at); err != nil {
 		return o.fail(ctx, err, "mark paid")
 	}
+	return o.paid(ctx, at), nil
+}
+
+// paid records the order PAID and tells the buyer. An order paid without
+// a provider answers with the time its row was paid (zero: not known),
+// the one thing MarkPaid changed on the row besides its status; one paid
+// at a provider does not (its row names the payment too).
+func (o *order) paid(ctx workflow.Context, at time.Time) OrderState {
 	o.set(ctx, domain.StatusPaid, "")
-	return o.state, nil
+	if !at.IsZero() && o.provider.paid() == nil {
+		o.state.PaidAt = &at
+	}
+	return o.state
 }
 
 // record records a new status in the workflow: the query's state and the

@@ -24,6 +24,9 @@ import (
 
 var testRef = domain.OrderRef{OrderID: 42, SaleID: 7, UserID: "u1", AmountCents: 1999}
 
+// testPaidAt is when the fake MarkPaid says the row was paid.
+var testPaidAt = time.Date(2026, 11, 27, 16, 0, 0, 123456000, time.UTC)
+
 // saga records which steps ran, in order, and what was notified. A step
 // is FinishOrder, RestoreStock or ReleaseReservation whether it ran as its
 // own activity or inside EndOrder (VersionOneStepEnd); activities are the
@@ -92,7 +95,17 @@ func newEnv(t *testing.T, fail map[string]step) (*testsuite.TestWorkflowEnvironm
 		}
 		return ok
 	}
-	for _, name := range []string{"PlaceOrder", "DeductStock", "RestoreStock", "CreateOrder", "MarkPaid", "ReleaseReservation"} {
+	env.OnActivity("MarkPaid", mock.Anything, mock.Anything).Return(func(ctx context.Context, ref domain.OrderRef) (time.Time, error) {
+		s.record(ctx, "MarkPaid")
+		if ref != s.ref {
+			return time.Time{}, errors.New("wrong order ref")
+		}
+		if err := behaviour("MarkPaid")(ctx); err != nil {
+			return time.Time{}, err
+		}
+		return testPaidAt, nil
+	})
+	for _, name := range []string{"PlaceOrder", "DeductStock", "RestoreStock", "CreateOrder", "ReleaseReservation"} {
 		env.OnActivity(name, mock.Anything, mock.Anything).Return(func(ctx context.Context, ref domain.OrderRef) error {
 			s.record(ctx, name)
 			if ref != s.ref {
@@ -441,7 +454,8 @@ func TestEndingActivitiesByVersion(t *testing.T) {
 
 // Version 6 records a payment with one local MarkPaid in the deciding
 // workflow task; if that attempt fails, the ordinary activity of earlier
-// versions records it. Version 5 runs the ordinary activity only.
+// versions records it. Version 5 runs the ordinary activity only. Either
+// way the pay's answer says when the row was paid, as MarkPaid said.
 func TestPayActivitiesByVersion(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -456,9 +470,15 @@ func TestPayActivitiesByVersion(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			env, s := newEnv(t, tc.fail)
 			env.OnGetVersion(VersionUpdates, workflow.DefaultVersion, latestVersion).Return(tc.v)
-			env.RegisterDelayedCallback(func() { update(t, env, UpdatePay, wantState(t, domain.StatusPaid)) }, time.Minute)
+			var answer OrderState
+			env.RegisterDelayedCallback(func() {
+				update(t, env, UpdatePay, func(t *testing.T, o outcome) { wantState(t, domain.StatusPaid)(t, o); answer = o.state })
+			}, time.Minute)
 			if st := run(t, env, OrderInput{Order: testRef}); st.Status != domain.StatusPaid {
 				t.Fatalf("status = %s, want PAID", st.Status)
+			}
+			if answer.PaidAt == nil || !answer.PaidAt.Equal(testPaidAt) {
+				t.Errorf("the pay's answer says paid at %v, want MarkPaid's %v", answer.PaidAt, testPaidAt)
 			}
 			equal(t, "activities", s.activities, tc.want)
 			equal(t, "notified", s.notified, []domain.Status{domain.StatusAwaitingPayment, domain.StatusPaid})

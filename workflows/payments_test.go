@@ -85,12 +85,12 @@ func newPayEnv(t *testing.T, fail map[string]step) (*testsuite.TestWorkflowEnvir
 		prov.refunds = append(prov.refunds, in)
 		return payment.Refund{Provider: in.Provider, ID: "re-" + in.PaymentID, PaymentID: in.PaymentID, State: payment.RefundSucceeded}, nil
 	})
-	env.OnActivity("MarkPaidWith", mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.PaidInput) error {
+	env.OnActivity("MarkPaidWith", mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.PaidInput) (time.Time, error) {
 		s.record(ctx, "MarkPaidWith")
 		prov.mu.Lock()
 		defer prov.mu.Unlock()
 		prov.paidWith = append(prov.paidWith, in)
-		return nil
+		return testPaidAt, nil
 	})
 	env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
 		sa := args.Get(0).(temporal.SearchAttributes)
@@ -178,6 +178,9 @@ func TestPaymentCapturedPaysTheOrder(t *testing.T) {
 	}
 	if len(prov.paidWith) != 1 || prov.paidWith[0].PaymentID != "pay-1" || prov.paidWith[0].Provider != "fake" {
 		t.Fatalf("recorded paid with %+v, want pay-1", prov.paidWith)
+	}
+	if st.PaidAt != nil {
+		t.Errorf("an order paid at a provider answers paid at %v; want none (its row names the payment, which the api reads)", st.PaidAt)
 	}
 	equal(t, "activities", s.activities, []string{"PlaceOrder (local)", "StartPayment", "MarkPaidWith (local)"})
 	equal(t, "refunds", prov.refunded(), nil)

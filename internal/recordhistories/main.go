@@ -118,9 +118,9 @@ func (f *fakes) Notify(_ context.Context, in activities.NotifyInput) error {
 	return nil
 }
 
-func (f *fakes) MarkPaid(_ context.Context, ref domain.OrderRef) error {
+func (f *fakes) MarkPaid(_ context.Context, ref domain.OrderRef) (time.Time, error) {
 	f.record(ref.OrderID, "MarkPaid")
-	return nil
+	return time.Now().UTC().Truncate(time.Microsecond), nil
 }
 
 func (f *fakes) FinishOrder(_ context.Context, in activities.FinishInput) (domain.Status, error) {
@@ -178,16 +178,16 @@ func (f *fakes) RefundPayment(_ context.Context, in activities.RefundInput) (pay
 	return payment.Refund{Provider: in.Provider, ID: "re-" + in.PaymentID, PaymentID: in.PaymentID, State: payment.RefundSucceeded}, nil
 }
 
-func (f *fakes) MarkPaidWith(ctx context.Context, in activities.PaidInput) error {
+func (f *fakes) MarkPaidWith(ctx context.Context, in activities.PaidInput) (time.Time, error) {
 	f.mu.Lock()
 	held := f.holdPaid[in.Ref.OrderID] == activity.GetInfo(ctx).WorkflowExecution.RunID
 	f.mu.Unlock()
 	if held {
 		f.record(in.Ref.OrderID, "MarkPaidWith("+in.PaymentID+") refused")
-		return errors.New("database refuses PAID for now")
+		return time.Time{}, errors.New("database refuses PAID for now")
 	}
 	f.record(in.Ref.OrderID, "MarkPaidWith("+in.PaymentID+")")
-	return nil
+	return time.Now().UTC().Truncate(time.Microsecond), nil
 }
 
 // ReadOrderPayment is PaymentSettleWorkflow's read of the order's row. The
