@@ -372,10 +372,13 @@ func (s *Store) MarkPaidWith(ctx context.Context, orderID int64, provider, payme
 }
 
 // RecordPaid is MarkPaidWith that also says when the order was paid: the
-// row's paid_at, which is its updated_at too when this call paid it; zero
-// for a row paid before paid_at was kept. The time is in UTC to the
+// row's paid_at, which is its updated_at too. The time is in UTC to the
 // microsecond, what the column keeps, so that the pay update's answer
-// (workflows.OrderState.PaidAt) shows what a read of the row shows.
+// (workflows.OrderState.PaidAt), which shows both as this time, shows what
+// a read of the row shows. On a repeat it is the row's paid_at if the row
+// is unchanged since, and zero otherwise (paid before paid_at was kept, or
+// by a build that wrote updated_at apart, or changed since): the api then
+// reads the row.
 func (s *Store) RecordPaid(ctx context.Context, orderID int64, provider, paymentID string) (paidAt time.Time, _ error) {
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	n, err := s.db.Order.Update().
@@ -394,8 +397,8 @@ func (s *Store) RecordPaid(ctx context.Context, orderID int64, provider, payment
 		return time.Time{}, err
 	}
 	if o.Status == order.StatusPAID {
-		if o.PaidAt == nil {
-			return time.Time{}, nil // paid before paid_at was kept
+		if o.PaidAt == nil || !o.UpdatedAt.Equal(*o.PaidAt) {
+			return time.Time{}, nil
 		}
 		return o.PaidAt.UTC(), nil
 	}

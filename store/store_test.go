@@ -187,6 +187,15 @@ func TestOrderLifecycle(t *testing.T) {
 		if o.PaidAt == nil || !o.PaidAt.Equal(at) || !o.UpdatedAt.Equal(at) {
 			t.Fatalf("row paid at %v, updated at %v; want both %v", o.PaidAt, o.UpdatedAt, at)
 		}
+		// A row changed since it was paid (or paid by a build that wrote
+		// updated_at apart from paid_at): a repeat says no time, and the
+		// api reads the row instead of answering updated_at = paid_at.
+		if err := st.Client().Order.UpdateOneID(10).SetUpdatedAt(at.Add(time.Millisecond)).Exec(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if again, err := st.RecordPaid(ctx, 10, "", ""); err != nil || !again.IsZero() {
+			t.Fatalf("paying a row changed since: %v, %v; want no error and no time", again, err)
+		}
 	})
 }
 
