@@ -75,9 +75,10 @@ type OrderState struct {
 	Payment *PaymentAction `json:",omitempty"`
 	// PaidAt is when a PAID order was paid, as its row says (MarkPaid's
 	// answer): the pay update's answer carries it, so the api answers a
-	// pay without reading the row again. Nil when the run did not record
-	// the payment itself (a row already PAID at its ending, or a MarkPaid
-	// recorded before it answered with the time).
+	// pay without reading the row again. Nil when MarkPaid gave no time: a
+	// row already PAID at the order's ending, a repeat on a row changed
+	// since it was paid (store.RecordPaid), or a MarkPaid recorded before
+	// it answered with the time.
 	PaidAt *time.Time `json:",omitempty"`
 }
 
