@@ -120,6 +120,12 @@ type Config struct {
 	// the relays of other processes (`seckill worker --relay`, where the
 	// starts are eager; docs/design.md §5).
 	NoRelay bool
+	// EagerStarts: the relay's starts are eager (relay.NewEagerTemporalStarter).
+	// Only where a worker shares Deps.Temporal and was started before Run,
+	// as in `seckill dev`: elsewhere there is no worker to hand a first
+	// workflow task to, and an eager start races with the lazy client's
+	// first use.
+	EagerStarts bool
 }
 
 func (c *Config) withDefaults() {
@@ -272,7 +278,11 @@ func New(cfg Config, deps Deps) *Server {
 		if cfg.Relay.Fenced == nil {
 			cfg.Relay.Fenced = deps.Store.RememberFenced
 		}
-		s.relay = relay.New(deps.Stock, relay.NewTemporalStarter(deps.Temporal), cfg.Relay)
+		starter := relay.NewTemporalStarter(deps.Temporal)
+		if cfg.EagerStarts {
+			starter = relay.NewEagerTemporalStarter(deps.Temporal)
+		}
+		s.relay = relay.New(deps.Stock, starter, cfg.Relay)
 	}
 	s.metrics = newMetrics(s.reg, s)
 

@@ -237,7 +237,7 @@ func (r *Relay) takeProbeJob(ctx context.Context) (job probeJob, ok bool) {
 }
 
 // StartProbe starts one engine-probe workflow on the order task queue, as
-// Start starts an order (eager where a worker shares the client). It ends
+// Start starts an order (eager from an eager starter). It ends
 // by deadline: a probe no worker runs (none registers it) times out
 // instead of staying open.
 func (s *TemporalStarter) StartProbe(ctx context.Context, workflowID string, deadline time.Time) error {
@@ -245,7 +245,7 @@ func (s *TemporalStarter) StartProbe(ctx context.Context, workflowID string, dea
 	defer cancel()
 	return s.firstAlone(func() error {
 		_, err := s.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-			ID: workflowID, TaskQueue: workflows.TaskQueue, EnableEagerStart: true,
+			ID: workflowID, TaskQueue: workflows.TaskQueue, EnableEagerStart: s.eager,
 			WorkflowExecutionTimeout: max(time.Until(deadline), time.Second),
 		}, workflows.EngineProbeName)
 		return err

@@ -26,6 +26,8 @@ const TraceparentMemo = "traceparent"
 // TemporalStarter starts order workflows on a Temporal client.
 type TemporalStarter struct {
 	client client.Client
+	// eager asks for eager starts (NewEagerTemporalStarter).
+	eager bool
 
 	// The SDK's lazy client fetches the server's capabilities on first use
 	// and reads them unlocked when starting a workflow eagerly, which races
@@ -35,8 +37,23 @@ type TemporalStarter struct {
 	initialized atomic.Bool
 }
 
-// NewTemporalStarter returns a starter on c.
+// NewTemporalStarter returns a starter on c whose starts the server hands
+// to a worker through the task queue.
 func NewTemporalStarter(c client.Client) *TemporalStarter { return &TemporalStarter{client: c} }
+
+// NewEagerTemporalStarter returns a starter on c that asks for eager starts:
+// the server hands each start's first workflow task back with its answer,
+// to a worker of the same client with a free slot, sparing a dispatch
+// through the task queue. Use it only where such a worker was started
+// before the first start (seckill dev, seckill worker --relay). Without
+// one there is nothing to hand back; and the SDK reads the client's
+// capabilities unlocked on an eager start, which races with another first
+// use of a lazy client, such as a worker starting on it later or a
+// handler's first call (go.temporal.io/sdk v1.50.0; firstAlone covers only
+// the starter's own starts). A worker's Start loads them first.
+func NewEagerTemporalStarter(c client.Client) *TemporalStarter {
+	return &TemporalStarter{client: c, eager: true}
+}
 
 // Start starts "order-<id>". REJECT_DUPLICATE makes a second start of the
 // same order fail with "already started", even after the first finished,
@@ -76,10 +93,10 @@ func (s *TemporalStarter) start(ctx context.Context, in workflows.OrderInput) (b
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
 		TypedSearchAttributes:                    workflows.SearchAttributes(in.Order, domain.StatusPending),
 		Memo:                                     map[string]any{"summary": workflows.Summary(in.Order, "")},
-		// Where a worker shares this client (dev mode, one process), the
+		// Where a worker shares this client (NewEagerTemporalStarter), the
 		// first workflow task comes back with the start, saving a round
 		// trip through the server; elsewhere the server starts it as usual.
-		EnableEagerStart: true,
+		EnableEagerStart: s.eager,
 	}
 	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
 		// The order's trace context, kept with the workflow: the Web UI

@@ -177,6 +177,8 @@ func (c *DevCmd) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The worker below shares the relay's client and starts first.
+	cfg.EagerStarts = true
 	// The built-in provider's test controls ("Pay late" on its page) are
 	// a dev's: never on serve.
 	pay, err := c.APIFlags.payments(d, &cfg, hostPort(ln.Addr()), true)

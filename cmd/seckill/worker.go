@@ -84,7 +84,7 @@ func (c *WorkerCmd) Run(ctx context.Context) error {
 		// slot. It does not yield to admission, which runs elsewhere.
 		opts := c.RelayFlags.options()
 		opts.Metrics, opts.Tracing, opts.Fenced = d.registry, d.tracing, d.store.RememberFenced
-		r := relay.New(d.stock, relay.NewTemporalStarter(d.temporal), opts)
+		r := relay.New(d.stock, relay.NewEagerTemporalStarter(d.temporal), opts)
 		relays.Go(func() {
 			if err := r.Run(ctx); err != nil && ctx.Err() == nil {
 				slog.Error("relay stopped", "err", err)
