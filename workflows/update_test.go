@@ -186,15 +186,18 @@ func TestCancelWhilePlacingKeepsADecidedPayment(t *testing.T) {
 	for _, v := range []workflow.Version{VersionDeadline, VersionPaidWhilePlacing} {
 		t.Run(fmt.Sprint("version ", v), func(t *testing.T) {
 			var env *testsuite.TestWorkflowEnvironment
-			attempts := 0
+			// Atomic: the cancelled attempt and the one on the disconnected
+			// context can run at once.
+			var attempts atomic.Int32
 			env, s := newEnv(t, map[string]step{"PlaceOrder": func(context.Context) error {
-				if attempts++; attempts == 1 {
+				n := attempts.Add(1)
+				if n == 1 {
 					env.RegisterDelayedCallback(func() {
 						update(t, env, UpdatePay, func(*testing.T, outcome) {})
 						env.RegisterDelayedCallback(env.CancelWorkflow, 0)
 					}, 0)
 				}
-				if attempts < 3 {
+				if n < 3 {
 					return errors.New("connection reset")
 				}
 				return nil
