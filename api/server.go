@@ -278,11 +278,11 @@ func New(cfg Config, deps Deps) *Server {
 		if cfg.Relay.Fenced == nil {
 			cfg.Relay.Fenced = deps.Store.RememberFenced
 		}
-		starter := relay.NewTemporalStarter(deps.Temporal)
+		newStarter := relay.NewTemporalStarter
 		if cfg.EagerStarts {
-			starter = relay.NewEagerTemporalStarter(deps.Temporal)
+			newStarter = relay.NewEagerTemporalStarter
 		}
-		s.relay = relay.New(deps.Stock, starter, cfg.Relay)
+		s.relay = relay.New(deps.Stock, newStarter(deps.Temporal), cfg.Relay)
 	}
 	s.metrics = newMetrics(s.reg, s)
 
