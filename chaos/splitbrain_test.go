@@ -2,14 +2,20 @@ package chaos
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 
 	"github.com/seckill/seckill/api/wire"
 	"github.com/seckill/seckill/audit"
@@ -110,7 +116,8 @@ func TestSplitBrainLosesNoMoreThanTheFenceAllows(t *testing.T) {
 		case isStatus(err, http.StatusNotFound):
 			lost++
 			if named[a.order] != a.user {
-				t.Errorf("%s's 202 for order %s is lost and not named by the audit (it names %v)", a.user, a.order, named)
+				t.Errorf("%s's 202 for order %s is lost and not named by the audit (it names %v); sent %v after the cut, answered %v after; %s",
+					a.user, a.order, named, a.sent.Sub(cut), a.answered.Sub(cut), explainUnnamed(c, a.order))
 			}
 		case err != nil:
 			t.Errorf("%s's order %s: %v", a.user, a.order, err)
@@ -153,6 +160,62 @@ func TestSplitBrainLosesNoMoreThanTheFenceAllows(t *testing.T) {
 			fenceBound, lost, staleAfterCut),
 		bench.Result{Accepted: b.won["good"] + b.won["stale"], Lost: &bench.Lost{Checked: b.won["good"] + b.won["stale"], Lost: lost}},
 		map[bool]string{true: "OK: every invariant holds", false: "violated"}[lost == 0 && rep.Oversold == 0])
+}
+
+// explainUnnamed says what the audit had to judge a lost 202 by: the
+// admission remembered for its order (or none), and its workflow, if one
+// was started.
+func explainUnnamed(c *cluster, order string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var b strings.Builder
+	db, err := sql.Open("postgres", c.env("DATABASE_URL"))
+	if err != nil {
+		return err.Error()
+	}
+	defer db.Close()
+	var seen time.Time
+	var replicated bool
+	var lost sql.NullTime
+	switch err := db.QueryRowContext(ctx, `SELECT seen_at, replicated, lost_at FROM admissions WHERE id = $1`, order).Scan(&seen, &replicated, &lost); {
+	case errors.Is(err, sql.ErrNoRows):
+		b.WriteString("no admission remembered")
+	case err != nil:
+		fmt.Fprintf(&b, "admission: %v", err)
+	default:
+		fmt.Fprintf(&b, "admission remembered at %s (replicated %v, lost at %v)", seen.UTC().Format(time.StampMilli), replicated, lost)
+	}
+	id, _ := strconv.ParseInt(order, 10, 64)
+	d, err := c.Temporal.Client().DescribeWorkflowExecution(ctx, domain.WorkflowID(id), "")
+	var missing *serviceerror.NotFound
+	switch {
+	case errors.As(err, &missing):
+		b.WriteString("; no workflow")
+	case err != nil:
+		fmt.Fprintf(&b, "; describe the workflow: %v", err)
+	default:
+		info := d.GetWorkflowExecutionInfo()
+		fmt.Fprintf(&b, "; workflow %s started %s, %d history events", info.GetStatus(),
+			info.GetStartTime().AsTime().UTC().Format(time.StampMilli), info.GetHistoryLength())
+		for _, pa := range d.GetPendingActivities() {
+			fmt.Fprintf(&b, "; pending activity %s, attempt %d, last failure %q", pa.GetActivityType().GetName(), pa.GetAttempt(), pa.GetLastFailure().GetMessage())
+		}
+		if wt := d.GetPendingWorkflowTask(); wt != nil {
+			fmt.Fprintf(&b, "; pending workflow task %s, attempt %d", wt.GetState(), wt.GetAttempt())
+		}
+		it := c.Temporal.Client().GetWorkflowHistory(ctx, domain.WorkflowID(id), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		var events []string
+		for it.HasNext() {
+			e, err := it.Next()
+			if err != nil {
+				events = append(events, err.Error())
+				break
+			}
+			events = append(events, e.GetEventTime().AsTime().UTC().Format(time.StampMilli)+" "+e.GetEventType().String())
+		}
+		fmt.Fprintf(&b, "; history: %s", strings.Join(events, ", "))
+	}
+	return b.String()
 }
 
 // lookedUp is an order as its buyer reads it.
