@@ -15,6 +15,7 @@ import (
 
 	"github.com/seckill/seckill/domain"
 	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/orderid"
 	"github.com/seckill/seckill/redisack"
 	"github.com/seckill/seckill/relay"
 	"github.com/seckill/seckill/stock"
@@ -135,4 +136,75 @@ func TestRelayRecordsTheIntentsTheFenceStopped(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the relay neither started nor recorded the intent within 30s")
 	}
+}
+
+// A purchase the fence let through just before it closed may write its
+// intent after the relay's last read of new entries. While the relay's own
+// pending intents wait for the fence to open again, it goes on reading the
+// new ones and hands their orders to Options.Fenced too: the old
+// primary's demotion would discard an intent nobody read, and with it the
+// only trace of a 202 (docs/design.md §3.14).
+func TestRelayRecordsIntentsWrittenAfterTheFenceStoppedItsOwn(t *testing.T) {
+	primary := testenv.StartRedisServer(t, false)
+	rdb := redis.NewClient(&redis.Options{Addr: primary.Addr()})
+	defer rdb.Close()
+	st := stock.New(rdb, redsync.New(goredis.NewPool(rdb)))
+	ctx := context.Background()
+	if _, err := st.Warm(ctx, stock.Sale{ID: 53, PriceCents: 100, Remaining: 5,
+		StartsAt: time.Now().Add(-time.Minute), EndsAt: time.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	ids := orderid.New(4)
+	reserve := func(st *stock.Stock, user string) {
+		t.Helper()
+		id, err := ids.Next()
+		if err == nil {
+			_, err = st.Reserve(ctx, 53, user, id, "")
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	reserve(st, "buyer-0") // before the fence closed
+	fence := redisack.NewFence(rdb, "seckill", nil, redis.Options{})
+	defer fence.Close()
+	st.Acknowledge(redisack.Policy{Replicas: 1, Timeout: 300 * time.Millisecond, Fence: fence})
+
+	var mu sync.Mutex
+	recorded := map[string]bool{} // buyers handed to Fenced
+	seen := make(chan struct{}, 1)
+	r := relay.New(st, starterFunc(func(_ context.Context, in workflows.OrderInput) (bool, error) {
+		t.Errorf("order %d started with the fence closed", in.Order.OrderID)
+		return true, nil
+	}), relay.Options{Consumer: "a", Fenced: func(_ context.Context, orders []domain.OrderRef) error {
+		mu.Lock()
+		for _, o := range orders {
+			recorded[o.UserID] = true
+		}
+		mu.Unlock()
+		select {
+		case seen <- struct{}{}:
+		default:
+		}
+		return nil
+	}})
+	run(t, r)
+	has := func(user string) bool { mu.Lock(); defer mu.Unlock(); return recorded[user] }
+	await := func(user string) {
+		t.Helper()
+		deadline := time.After(20 * time.Second)
+		for !has(user) {
+			select {
+			case <-seen:
+			case <-deadline:
+				t.Fatalf("%s's intent, written while the relay's own intents waited for the fence, was not handed to Fenced within 20s (handed: %v)", user, recorded)
+			}
+		}
+	}
+	await("buyer-0")
+
+	// The late purchase's intent lands now, written by a process whose
+	// fence still held (no acknowledgement asked here).
+	reserve(stock.New(rdb, redsync.New(goredis.NewPool(rdb))), "late-buyer")
+	await("late-buyer")
 }

@@ -24,8 +24,12 @@ type stream struct {
 	// failed). They are read ("0") and started before the stream's new
 	// entries, not before retryAt.
 	ownPending bool
-	retryAt    time.Time
-	backoff    *backoff
+	// fenced: the last try of its own pending entries, or of new ones,
+	// failed because the fence stopped their acknowledgement. Its new
+	// entries are read all the same (readNew).
+	fenced  bool
+	retryAt time.Time
+	backoff *backoff
 	// claimFrom is where the next XAUTOCLAIM of the stream goes on.
 	claimFrom string
 }
@@ -241,14 +245,23 @@ func (rd *reader) readNew(ctx context.Context) {
 	now := time.Now()
 	var ready []*stream
 	for _, s := range rd.live {
-		switch {
-		case !s.grouped:
-		case s.ownPending:
+		if !s.grouped {
+			continue
+		}
+		if s.ownPending {
 			// Not before its retry is due; wake up for it.
 			block = max(min(block, s.retryAt.Sub(now)), time.Millisecond)
-		default:
-			ready = append(ready, s)
+			if !s.fenced {
+				continue
+			}
+			// Its own entries wait for the fence to open again, but its
+			// new ones are read meanwhile, and handed to Fenced like
+			// them: a purchase the fence let through just before it
+			// closed may have written its intent after the last read,
+			// and the old primary's demotion discards whatever no
+			// process has recorded (docs/design.md §3.14).
 		}
+		ready = append(ready, s)
 	}
 	if len(ready) == 0 {
 		rd.r.streamsRead.Store(0)
@@ -384,12 +397,13 @@ func (rd *reader) start(ctx context.Context, batches []batch) {
 	if len(batches) == 0 {
 		return
 	}
-	failed := rd.r.process(ctx, batches, rd.ack)
+	failed, fenced := rd.r.process(ctx, batches, rd.ack)
 	for i, b := range batches {
 		if failed[i] > 0 {
-			b.s.ownPending = true
+			b.s.ownPending, b.s.fenced = true, fenced
 			b.s.retryAt = time.Now().Add(b.s.backoff.next())
 		} else {
+			b.s.fenced = false
 			b.s.backoff.reset()
 		}
 	}

@@ -250,19 +250,20 @@ type batch struct {
 // process starts the workflows of the batches' entries in parallel and
 // acknowledges (and deletes) the entries whose start Temporal accepted,
 // taking their orders off the line.
-// It returns how many failed in each batch; those stay pending.
-func (r *Relay) process(ctx context.Context, batches []batch, awaitReplicas func(context.Context) error) []int {
+// It returns how many failed in each batch; those stay pending. fenced:
+// none was started because the fence stopped the acknowledgement.
+func (r *Relay) process(ctx context.Context, batches []batch, awaitReplicas func(context.Context) error) (failed []int, fenced bool) {
 	type job struct {
 		batch int
 		entry stock.StartedIntent
 		in    intent
 	}
 	var (
-		jobs   []job
-		ids    []int64
-		done   = make([][]stock.StartedIntent, len(batches))
-		failed = make([]int, len(batches))
+		jobs []job
+		ids  []int64
+		done = make([][]stock.StartedIntent, len(batches))
 	)
+	failed = make([]int, len(batches))
 	for bi, b := range batches {
 		for _, m := range b.msgs {
 			si, err := stock.ParseIntent(m.Values)
@@ -289,7 +290,8 @@ func (r *Relay) process(ctx context.Context, batches []batch, awaitReplicas func
 		// runs on the connection the batches were read on (reader.ack).
 		if err := awaitReplicas(ctx); err != nil && ctx.Err() == nil {
 			r.opts.Logger.Warn("relay: intents not yet on a replica; starting them later", "err", err)
-			if r.opts.Fenced != nil && redisack.IsFenced(err) {
+			fenced = redisack.IsFenced(err)
+			if r.opts.Fenced != nil && fenced {
 				refs := make([]domain.OrderRef, len(jobs))
 				for i, j := range jobs {
 					refs[i] = j.in.Order
@@ -305,14 +307,14 @@ func (r *Relay) process(ctx context.Context, batches []batch, awaitReplicas func
 			for _, j := range jobs {
 				failed[j.batch]++
 			}
-			return failed
+			return failed, fenced
 		}
 	}
 	if ctx.Err() != nil {
 		for _, j := range jobs {
 			failed[j.batch]++
 		}
-		return failed
+		return failed, false
 	}
 	var (
 		mu     sync.Mutex
@@ -381,7 +383,7 @@ func (r *Relay) process(ctx context.Context, batches []batch, awaitReplicas func
 			r.opts.Logger.Warn("relay: acknowledge intents", "err", err)
 		}
 	}
-	return failed
+	return failed, false
 }
 
 // yield waits while Busy reports purchases in flight, for at most MaxYield
