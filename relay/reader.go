@@ -22,11 +22,12 @@ type stream struct {
 	// ownPending: entries delivered to this consumer and not acknowledged
 	// may be waiting (a restart under the same name, or starts that
 	// failed). They are read ("0") and started before the stream's new
-	// entries, not before retryAt.
+	// entries, not before retryAt; only the fence lets new ones be read
+	// meanwhile.
 	ownPending bool
 	// fenced: the last try of its own pending entries, or of new ones,
 	// failed because the fence stopped their acknowledgement. Its new
-	// entries are read all the same (readNew).
+	// entries are read all the same, and recorded (readNew).
 	fenced  bool
 	retryAt time.Time
 	backoff *backoff
