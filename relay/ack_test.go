@@ -3,6 +3,7 @@ package relay_test
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"net"
 	"strings"
 	"sync"
@@ -197,7 +198,10 @@ func TestRelayRecordsIntentsWrittenAfterTheFenceStoppedItsOwn(t *testing.T) {
 			select {
 			case <-seen:
 			case <-deadline:
-				t.Fatalf("%s's intent, written while the relay's own intents waited for the fence, was not handed to Fenced within 20s (handed: %v)", user, recorded)
+				mu.Lock()
+				handed := maps.Clone(recorded)
+				mu.Unlock()
+				t.Fatalf("%s's intent, written while the relay's own intents waited for the fence, was not handed to Fenced within 20s (handed: %v)", user, handed)
 			}
 		}
 	}

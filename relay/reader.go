@@ -27,7 +27,8 @@ type stream struct {
 	ownPending bool
 	// fenced: the last try of its own pending entries, or of new ones,
 	// failed because the fence stopped their acknowledgement. Its new
-	// entries are read all the same, and recorded (readNew).
+	// entries are read all the same, and recorded (readNew). Read only
+	// while ownPending holds.
 	fenced  bool
 	retryAt time.Time
 	backoff *backoff
@@ -236,7 +237,8 @@ func (rd *reader) readOwn(ctx context.Context) bool {
 }
 
 // readNew waits for new entries on the live streams whose own pending
-// entries are done, and starts their workflows. One read at a time: with
+// entries are done, or wait for the fence, and starts their workflows (a
+// fenced stream's go to Fenced). One read at a time: with
 // more live streams than StreamsPerRead, the chunks take turns, each
 // waiting its share of Block, so every stream is looked at within about
 // Block.
@@ -256,8 +258,8 @@ func (rd *reader) readNew(ctx context.Context) {
 				continue
 			}
 			// Its own entries wait for the fence to open again, but its
-			// new ones are read meanwhile, and handed to Fenced like
-			// them: a purchase the fence let through just before it
+			// new ones are read meanwhile, and handed to Fenced (if set)
+			// like them: a purchase the fence let through just before it
 			// closed may have written its intent after the last read,
 			// and the old primary's demotion discards whatever no
 			// process has recorded (docs/design.md §3.14).
@@ -404,7 +406,11 @@ func (rd *reader) start(ctx context.Context, batches []batch) {
 			b.s.ownPending, b.s.fenced = true, fenced
 			b.s.retryAt = time.Now().Add(b.s.backoff.next())
 		} else {
-			b.s.fenced = false
+			// A batch with nothing to start (malformed entries only) in
+			// a fenced round says nothing of the fence: the flag stays.
+			if !fenced {
+				b.s.fenced = false
+			}
 			b.s.backoff.reset()
 		}
 	}
