@@ -2,8 +2,8 @@ package relay_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
-	"maps"
 	"net"
 	"strings"
 	"sync"
@@ -173,37 +173,28 @@ func TestRelayRecordsIntentsWrittenAfterTheFenceStoppedItsOwn(t *testing.T) {
 
 	var mu sync.Mutex
 	recorded := map[string]bool{} // buyers handed to Fenced
-	seen := make(chan struct{}, 1)
 	r := relay.New(st, starterFunc(func(_ context.Context, in workflows.OrderInput) (bool, error) {
 		t.Errorf("order %d started with the fence closed", in.Order.OrderID)
 		return true, nil
 	}), relay.Options{Consumer: "a", Fenced: func(_ context.Context, orders []domain.OrderRef) error {
 		mu.Lock()
+		defer mu.Unlock()
 		for _, o := range orders {
 			recorded[o.UserID] = true
-		}
-		mu.Unlock()
-		select {
-		case seen <- struct{}{}:
-		default:
 		}
 		return nil
 	}})
 	run(t, r)
-	has := func(user string) bool { mu.Lock(); defer mu.Unlock(); return recorded[user] }
 	await := func(user string) {
 		t.Helper()
-		deadline := time.After(20 * time.Second)
-		for !has(user) {
-			select {
-			case <-seen:
-			case <-deadline:
-				mu.Lock()
-				handed := maps.Clone(recorded)
-				mu.Unlock()
-				t.Fatalf("%s's intent, written while the relay's own intents waited for the fence, was not handed to Fenced within 20s (handed: %v)", user, handed)
+		testenv.Eventually(t, 20*time.Second, func() error {
+			mu.Lock()
+			defer mu.Unlock()
+			if !recorded[user] {
+				return fmt.Errorf("%s's intent, written while the relay's own intents waited for the fence, was not handed to Fenced (handed: %v)", user, recorded)
 			}
-		}
+			return nil
+		})
 	}
 	await("buyer-0")
 
